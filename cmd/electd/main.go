@@ -1,0 +1,51 @@
+// Command electd is the leader-election agent: `electd run` elects one node
+// per job and supervises its work; the other subcommands check, format and
+// inspect configurations and running agents.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const usage = `Usage: electd <command> [flags]
+
+Commands:
+  run        run the agent (one election loop per job)
+  check      parse and validate configuration files
+  fmt        rewrite configuration files in canonical format
+  version    print the version
+
+Run 'electd <command> -h' for the flags of a command.
+`
+
+// subcommands maps a command name to its entry point. Each returns the exit code.
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"run":     cmdRun,
+	"check":   cmdCheck,
+	"fmt":     cmdFmt,
+	"version": cmdVersion,
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "-v", "-version", "--version":
+		return cmdVersion(nil, stdout, stderr)
+	}
+	cmd, ok := subcommands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "electd: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	return cmd(args[1:], stdout, stderr)
+}

@@ -1,0 +1,252 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// This file is the runtime layer: plain values the agent runs from. The agent
+// never sees HCL types; expressions that depend on `event` are wrapped in the
+// small evaluator types of eval.go.
+
+// Config is one merged configuration (all files and directories given).
+type Config struct {
+	Agent     Agent
+	Providers []Provider // in declaration order
+	Jobs      []Job      // in declaration order
+}
+
+// Provider returns the provider with the given reference ("sql.main").
+func (c *Config) Provider(ref string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Ref() == ref {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// Agent is the `agent` block.
+type Agent struct {
+	NodeID          string // never empty after Load: defaulted to <hostname>-<pid>-<4 hex>
+	Listen          string // "" turns the API off
+	APIToken        string // secret
+	LogLevel        string // trace|debug|info|warn|error
+	LogFormat       string // text|json
+	ShutdownTimeout time.Duration
+}
+
+// Provider is a `provider "TYPE" "NAME"` block. Settings holds the typed
+// settings of that provider type: *SQLSettings, *RedisSettings,
+// *MongoDBSettings, *AzureBlobSettings, *DatastoreSettings or *EtcdSettings.
+type Provider struct {
+	Type     string
+	Name     string
+	Settings any
+}
+
+// Ref is how jobs name the provider: "TYPE.NAME".
+func (p Provider) Ref() string { return p.Type + "." + p.Name }
+
+// Provider settings, one struct per type. Secret fields are marked; they
+// never appear in logs, diagnostics or the API.
+type SQLSettings struct {
+	Driver string // postgres | mysql | sqlite
+	DSN    string // secret
+	Table  string // a plain identifier; default "electd_leases"
+}
+
+type RedisSettings struct {
+	Addresses []string // 1 = single node, 3+ = Redlock quorum
+	Username  string
+	Password  string // secret
+	DB        int
+	TLS       bool
+	Prefix    string // key prefix; default "electd:"
+}
+
+type MongoDBSettings struct {
+	URI          string // secret
+	Database     string // default "electd"
+	Collection   string // default "leases"
+	WriteConcern string // default "majority"
+}
+
+type AzureBlobSettings struct {
+	ConnectionString string // secret; or AccountURL (+ SASToken or default credentials)
+	AccountURL       string
+	SASToken         string // secret
+	Container        string // default "electd-leases"
+}
+
+type DatastoreSettings struct {
+	ProjectID       string
+	Namespace       string
+	Kind            string // default "ElectdLease"
+	CredentialsFile string
+}
+
+type EtcdSettings struct {
+	Endpoints   []string
+	Prefix      string // default "/electd/"
+	Username    string
+	Password    string // secret
+	DialTimeout time.Duration
+}
+
+// Modes of a job.
+const (
+	ModeLeader = "leader" // hold the lease while alive
+	ModeLock   = "lock"   // take the lease per task run, then release
+)
+
+// Restart policies of a run block.
+const (
+	RestartAlways    = "always"
+	RestartOnFailure = "on-failure"
+	RestartNever     = "never"
+)
+
+// Default timings.
+const (
+	DefaultTTL             = 15 * time.Second
+	DefaultRenewEvery      = 4 * time.Second
+	DefaultRetryEvery      = 2 * time.Second
+	DefaultStopTimeout     = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultExecTimeout     = 60 * time.Second
+	DefaultWebhookTimeout  = 10 * time.Second
+	DefaultWebhookAttempts = 5
+)
+
+// Job is a `job "NAME"` block.
+type Job struct {
+	Name       string
+	Provider   string // reference, "TYPE.NAME"; resolved even when omitted in the file
+	Mode       string // ModeLeader | ModeLock
+	TTL        time.Duration
+	RenewEvery time.Duration
+	RetryEvery time.Duration
+
+	Run  *Run  // at most one of Run and Task
+	Task *Task //
+
+	OnElected      []Action
+	OnDemoted      []Action
+	OnLeaderChange []Action
+
+	// Fingerprint changes when anything that affects how the job runs
+	// changes (its block, its provider's settings, the env values it
+	// read). Reload keeps a job whose fingerprint is the same.
+	Fingerprint string
+}
+
+// StopTimeout is the stop_timeout of the job's run or task, 0 without either:
+// the number the timing safety rule reserves for stopping work.
+func (j Job) StopTimeout() time.Duration {
+	switch {
+	case j.Run != nil:
+		return j.Run.StopTimeout
+	case j.Task != nil:
+		return j.Task.StopTimeout
+	}
+	return 0
+}
+
+// Command is what a run, task or exec hook starts: an argv list and its
+// surroundings, evaluated with `event` when it fires.
+type Command struct {
+	Argv StringList // never empty once evaluated
+	Env  StringMap  // added to the agent's environment and the ELECTD_* variables
+	Dir  String     // "" = the agent's working directory
+}
+
+// Run is a `run` block: a command supervised while leader.
+type Run struct {
+	Command
+	StopSignal  syscall.Signal // default SIGTERM
+	StopTimeout time.Duration  // default 5s; then SIGKILL to the process group
+	Restart     string         // RestartAlways | RestartOnFailure (default) | RestartNever
+	RestartWait time.Duration  // pause between restarts; default 1s
+}
+
+// Task is a `task` block: a command run on schedule by the leader only.
+type Task struct {
+	Command
+	ScheduleText string        // as written: "30 2 * * *", "@every 1m"
+	Schedule     cron.Schedule // parsed
+	Timeout      time.Duration // 0 = none; then StopSignal, SIGKILL after StopTimeout
+	StopSignal   syscall.Signal
+	StopTimeout  time.Duration
+}
+
+// Action kinds.
+const (
+	ActionExec    = "exec"
+	ActionWebhook = "webhook"
+)
+
+// Action is one `exec` or `webhook` block inside a hook block; exactly one of
+// Exec and Webhook is set, as Kind says.
+type Action struct {
+	Kind    string
+	Exec    *Exec
+	Webhook *Webhook
+}
+
+// Exec is an `exec` hook: a command that runs to completion (or Timeout).
+type Exec struct {
+	Command
+	Timeout time.Duration // default 60s; then SIGKILL to the process group
+}
+
+// Webhook is a `webhook` hook.
+type Webhook struct {
+	URL         String
+	Body        String    // optional: when unset, the default JSON payload
+	Headers     StringMap // header values are secret
+	Secret      string    // secret: signs the body with HMAC-SHA256
+	Timeout     time.Duration
+	MaxAttempts int
+	CAFile      string
+}
+
+// Event types.
+const (
+	EventElected      = "elected"
+	EventDemoted      = "demoted"
+	EventLeaderChange = "leader_change"
+)
+
+// Event is the object in scope as `event` when an action fires.
+type Event struct {
+	Type           string
+	Job            string
+	Node           string
+	Leader         string
+	PreviousLeader string
+	Token          uint64
+	Time           time.Time
+}
+
+// TokenString is the fencing token as commands and webhooks see it.
+func (e Event) TokenString() string { return strconv.FormatUint(e.Token, 10) }
+
+// Environ is the ELECTD_* environment every command gets, as KEY=VALUE.
+func (e Event) Environ() []string {
+	return []string{
+		"ELECTD_EVENT=" + e.Type,
+		"ELECTD_JOB=" + e.Job,
+		"ELECTD_NODE=" + e.Node,
+		"ELECTD_LEADER=" + e.Leader,
+		"ELECTD_TOKEN=" + e.TokenString(),
+	}
+}
+
+func (e Event) String() string {
+	return fmt.Sprintf("%s job=%s node=%s leader=%s token=%d", e.Type, e.Job, e.Node, e.Leader, e.Token)
+}

@@ -1,0 +1,50 @@
+# env: ELECTD_PG_DSN HOOK_SECRET SLACK_WEBHOOK_URL
+#
+# A billing sync that must never run twice at once, on PostgreSQL. A graceful
+# handover is instant: a released lease is announced with NOTIFY.
+# The fencing token is passed to the worker, which writes it with every
+# change so the database rejects writes from a paused, deposed leader.
+
+agent {
+  node_id   = env("HOSTNAME", "billing-node")
+  api_token = env("ELECTD_API_TOKEN", "")
+}
+
+provider "sql" "main" {
+  driver = "postgres"
+  dsn    = env("ELECTD_PG_DSN")
+  table  = "electd_leases"
+}
+
+job "billing-sync" {
+  provider    = sql.main
+  ttl         = "30s"
+  renew_every = "5s"
+  retry_every = "2s"
+
+  run {
+    command      = ["/usr/local/bin/billing-sync", "--fencing-token", "${event.token}"]
+    env          = { REGION = "eu" }
+    dir          = "/srv/billing"
+    stop_signal  = "SIGTERM"
+    stop_timeout = "10s"
+    restart      = "on-failure"
+  }
+
+  on_elected {
+    exec { command = ["logger", "-t", "electd", "${event.job} elected on ${event.node}"] }
+  }
+
+  # Tell the team's chat room whenever leadership moves, signed so the
+  # receiver can verify it came from electd.
+  on_leader_change {
+    webhook {
+      url          = env("SLACK_WEBHOOK_URL")
+      secret       = env("HOOK_SECRET")
+      body         = jsonencode({ text = "${event.leader} now leads ${event.job} (token ${event.token}, was ${event.previous_leader})" })
+      headers      = { "X-Team" = "billing" }
+      timeout      = "5s"
+      max_attempts = 5
+    }
+  }
+}

@@ -1,0 +1,98 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MaxValueLen bounds Lease.Value. The value is a small note that travels with
+// the lease (the last task slot run); it is not a general key-value store.
+const MaxValueLen = 256
+
+// Sentinel errors, checked with errors.Is.
+var (
+	// ErrHeld: Acquire found the lease held by another holder. The concrete
+	// error is a *HeldError naming that holder.
+	ErrHeld = errors.New("providers: lease held by another holder")
+	// ErrLost: Renew or Release found that the caller no longer holds the
+	// lease (another holder took it, or it expired and was taken).
+	ErrLost = errors.New("providers: lease lost")
+)
+
+// HeldError is returned by Acquire when another holder has the lease.
+type HeldError struct {
+	Key     string
+	Holder  string
+	Token   uint64
+	Expires time.Time
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("providers: lease %q held by %q (token %d)", e.Key, e.Holder, e.Token)
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Lease is one term of one holder on one key.
+type Lease struct {
+	Key    string
+	Holder string
+	// Token is the fencing token: it grows by one with every Acquire (a
+	// returning holder included) and never decreases, across releases,
+	// expiries and restarts.
+	Token uint64
+	// TTL is the term length asked for; Renew pushes the expiry out by TTL.
+	TTL time.Duration
+	// Expires is the store's view of the expiry (the store's clock where it
+	// has one). It is informational: the agent's safety rule runs on its
+	// own monotonic clock, never on this value.
+	Expires time.Time
+	// Value is carried with the lease across terms and holders. Acquire
+	// returns the value left by the previous term; Renew and Release store
+	// the Value of the lease they are given.
+	Value string
+}
+
+// Provider is a lease store. Every method is safe for concurrent use.
+//
+//	Acquire succeeds when there is no record, the record expired (by the
+//	store's clock), or holder already holds it; every success starts a new
+//	term with token = previous + 1. Otherwise it returns a *HeldError.
+//	Renew succeeds when holder and token still match: expiry = now + TTL,
+//	Value stored, token unchanged. Otherwise ErrLost.
+//	Release succeeds when holder and token still match: holder cleared,
+//	expiry now, token and Value kept, the record never deleted. Otherwise
+//	ErrLost.
+//	Observe returns the current record; Holder is "" when the lease is free
+//	or expired. A key never acquired returns a zero Lease with Key set.
+//
+// A store that is down or slow returns an error (never a false success),
+// and every call honours ctx.
+type Provider interface {
+	Acquire(ctx context.Context, key, holder string, ttl time.Duration) (Lease, error)
+	Renew(ctx context.Context, lease Lease) (Lease, error)
+	Release(ctx context.Context, lease Lease) error
+	Observe(ctx context.Context, key string) (Lease, error)
+	Close() error
+}
+
+// Watcher is an optional capability of providers that can notify (Postgres
+// LISTEN/NOTIFY, etcd watch, Redis pub/sub). Found by type assertion.
+type Watcher interface {
+	// Watch returns a channel that receives a value, without blocking the
+	// sender, whenever the lease on key may have changed hands (at least on
+	// every Release). Notifications are hints: the receiver still calls
+	// Acquire or Observe. The channel is closed when ctx is done.
+	Watch(ctx context.Context, key string) (<-chan struct{}, error)
+}
+
+// CheckValue reports whether v may be stored as a Lease.Value.
+func CheckValue(v string) error {
+	if len(v) > MaxValueLen {
+		return fmt.Errorf("providers: lease value is %d bytes, more than %d", len(v), MaxValueLen)
+	}
+	return nil
+}
