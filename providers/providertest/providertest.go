@@ -1,0 +1,589 @@
+package providertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/providers"
+)
+
+// Factory prepares a fresh namespace on the store (cleaned up with t) and
+// returns Open, which returns a new client on that namespace each call.
+type Factory func(t *testing.T) (open func(t *testing.T) providers.Provider)
+
+// Options describe what the store under test can and cannot do.
+type Options struct {
+	// Unreachable returns a client pointed at a store that is down (a closed
+	// port, a file in a directory that does not exist). Required.
+	Unreachable func(t *testing.T) providers.Provider
+	// Watcher says whether the provider implements providers.Watcher.
+	Watcher bool
+	// ShortTTL is the ttl of the expiry cases; default 1s.
+	ShortTTL time.Duration
+	// Clients is the number of racing clients; default 20.
+	Clients int
+	// Rounds is the number of races; default 50.
+	Rounds int
+}
+
+const longTTL = 30 * time.Second
+
+// Run runs every conformance case as a subtest of t.
+func Run(t *testing.T, factory Factory, opts Options) {
+	if opts.ShortTTL == 0 {
+		opts.ShortTTL = time.Second
+	}
+	if opts.Clients == 0 {
+		opts.Clients = 20
+	}
+	if opts.Rounds == 0 {
+		opts.Rounds = 50
+	}
+	s := &suite{factory: factory, opts: opts}
+	// The race runs alone; the cases that wait for expiries run in parallel.
+	t.Run("ConcurrentAcquire", s.concurrentAcquire)
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"Exclusivity", s.exclusivity},
+		{"ReacquireNewTerm", s.reacquire},
+		{"Renew", s.renew},
+		{"RenewAfterLoss", s.renewAfterLoss},
+		{"RenewAfterExpiryNotTaken", s.renewAfterExpiry},
+		{"Release", s.release},
+		{"Expiry", s.expiry},
+		{"TokensIncrease", s.tokensIncrease},
+		{"KeysIndependent", s.keysIndependent},
+		{"Observe", s.observe},
+		{"Value", s.value},
+		{"ContextCancelled", s.cancelled},
+		{"StoreDown", s.storeDown},
+		{"Watch", s.watch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t)
+		})
+	}
+}
+
+type suite struct {
+	factory Factory
+	opts    Options
+}
+
+// clients opens n clients on one fresh namespace.
+func (s *suite) clients(t *testing.T, n int) []providers.Provider {
+	t.Helper()
+	open := s.factory(t)
+	ps := make([]providers.Provider, n)
+	for i := range ps {
+		ps[i] = open(t)
+		p := ps[i]
+		t.Cleanup(func() { _ = p.Close() })
+	}
+	return ps
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAcquire(t *testing.T, p providers.Provider, key, holder string, ttl time.Duration) providers.Lease {
+	t.Helper()
+	l, err := p.Acquire(ctxT(t), key, holder, ttl)
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", key, holder, err)
+	}
+	if l.Key != key || l.Holder != holder || l.Token == 0 || l.TTL != ttl {
+		t.Fatalf("Acquire(%q, %q) = %+v: want key, holder, ttl echoed and a token > 0", key, holder, l)
+	}
+	return l
+}
+
+func mustObserve(t *testing.T, p providers.Provider, key string) providers.Lease {
+	t.Helper()
+	l, err := p.Observe(ctxT(t), key)
+	if err != nil {
+		t.Fatalf("Observe(%q): %v", key, err)
+	}
+	return l
+}
+
+// wantHeld checks that err is a *HeldError naming holder and token.
+func wantHeld(t *testing.T, err error, key, holder string, token uint64) {
+	t.Helper()
+	var he *providers.HeldError
+	if !errors.Is(err, providers.ErrHeld) || !errors.As(err, &he) {
+		t.Fatalf("Acquire(%q) error = %v, want a *HeldError (ErrHeld)", key, err)
+	}
+	if he.Key != key || he.Holder != holder || he.Token != token {
+		t.Fatalf("HeldError = {Key %q Holder %q Token %d}, want {%q %q %d}", he.Key, he.Holder, he.Token, key, holder, token)
+	}
+}
+
+func wantLost(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, providers.ErrLost) {
+		t.Fatalf("%s: error = %v, want ErrLost", what, err)
+	}
+}
+
+// sleepPast sleeps until d after since, plus a margin for clock skew
+// between the test and the store.
+func sleepPast(since time.Time, d time.Duration) {
+	time.Sleep(time.Until(since.Add(d + d/2 + 200*time.Millisecond)))
+}
+
+func (s *suite) exclusivity(t *testing.T) {
+	ps := s.clients(t, 2)
+	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	_, err := ps[1].Acquire(ctxT(t), "job", "b", longTTL)
+	wantHeld(t, err, "job", "a", a.Token)
+	if got := mustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
+		t.Fatalf("Observe after refused Acquire = %+v, want holder a token %d", got, a.Token)
+	}
+}
+
+func (s *suite) concurrentAcquire(t *testing.T) {
+	ps := s.clients(t, s.opts.Clients)
+	// Warm every client up (connections, schema) so the race is on the lease.
+	for _, p := range ps {
+		mustObserve(t, p, "warm-up")
+	}
+	ctx := ctxT(t)
+	start := time.Now()
+	for round := range s.opts.Rounds {
+		key := fmt.Sprintf("race-%d", round)
+		var wg sync.WaitGroup
+		var winners atomic.Int32
+		errs := make([]error, len(ps))
+		leases := make([]providers.Lease, len(ps))
+		gate := make(chan struct{})
+		for i, p := range ps {
+			wg.Go(func() {
+				<-gate
+				leases[i], errs[i] = p.Acquire(ctx, key, fmt.Sprintf("c%d", i), longTTL)
+				if errs[i] == nil {
+					winners.Add(1)
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		if n := winners.Load(); n != 1 {
+			t.Fatalf("round %d: %d winners, want exactly 1 (errors: %v)", round, n, errs)
+		}
+		var winner providers.Lease
+		for i := range ps {
+			if errs[i] == nil {
+				winner = leases[i]
+			}
+		}
+		for _, err := range errs {
+			if err != nil {
+				wantHeld(t, err, key, winner.Holder, winner.Token)
+			}
+		}
+	}
+	t.Logf("%d rounds of %d racing clients in %s", s.opts.Rounds, len(ps), time.Since(start))
+}
+
+func (s *suite) reacquire(t *testing.T) {
+	ps := s.clients(t, 1)
+	a1 := mustAcquire(t, ps[0], "job", "a", longTTL)
+	a2 := mustAcquire(t, ps[0], "job", "a", longTTL)
+	if a2.Token != a1.Token+1 {
+		t.Fatalf("re-acquire token = %d, want %d (a new term)", a2.Token, a1.Token+1)
+	}
+	if got := mustObserve(t, ps[0], "job"); got.Holder != "a" || got.Token != a2.Token {
+		t.Fatalf("Observe = %+v, want holder a token %d", got, a2.Token)
+	}
+}
+
+func (s *suite) renew(t *testing.T) {
+	ps := s.clients(t, 2)
+	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	time.Sleep(20 * time.Millisecond) // expiries have millisecond precision at worst
+	r, err := ps[0].Renew(ctxT(t), a)
+	if err != nil {
+		t.Fatalf("Renew by holder: %v", err)
+	}
+	if r.Token != a.Token || r.Holder != "a" {
+		t.Fatalf("Renew = %+v, want token %d unchanged", r, a.Token)
+	}
+	if !r.Expires.After(a.Expires) {
+		t.Fatalf("Renew expiry %v is not after the acquired expiry %v", r.Expires, a.Expires)
+	}
+	if got := mustObserve(t, ps[1], "job"); !got.Expires.After(a.Expires) || got.Token != a.Token || got.Holder != "a" {
+		t.Fatalf("Observe after Renew = %+v, want holder a, token %d, expiry after %v", got, a.Token, a.Expires)
+	}
+
+	wrong := a
+	wrong.Holder = "b"
+	_, err = ps[1].Renew(ctxT(t), wrong)
+	wantLost(t, "Renew with a wrong holder", err)
+	stale := a
+	stale.Token = a.Token - 1
+	_, err = ps[0].Renew(ctxT(t), stale)
+	wantLost(t, "Renew with a stale token", err)
+	future := a
+	future.Token = a.Token + 1
+	_, err = ps[0].Renew(ctxT(t), future)
+	wantLost(t, "Renew with a token never issued", err)
+	_, err = ps[0].Renew(ctxT(t), providers.Lease{Key: "never", Holder: "a", Token: 1, TTL: longTTL})
+	wantLost(t, "Renew of a key never acquired", err)
+	if got := mustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
+		t.Fatalf("Observe after refused renews = %+v, want holder a token %d", got, a.Token)
+	}
+}
+
+func (s *suite) renewAfterLoss(t *testing.T) {
+	ps := s.clients(t, 2)
+	start := time.Now()
+	a := mustAcquire(t, ps[0], "job", "a", s.opts.ShortTTL)
+	sleepPast(start, s.opts.ShortTTL)
+	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	if b.Token != a.Token+1 {
+		t.Fatalf("token after expiry = %d, want %d", b.Token, a.Token+1)
+	}
+	_, err := ps[0].Renew(ctxT(t), a)
+	wantLost(t, "Renew after the lease expired and was taken", err)
+	wantLost(t, "Release after the lease expired and was taken", ps[0].Release(ctxT(t), a))
+	if got := mustObserve(t, ps[0], "job"); got.Holder != "b" || got.Token != b.Token {
+		t.Fatalf("Observe = %+v, want holder b token %d", got, b.Token)
+	}
+}
+
+// renewAfterExpiry: an expired lease nobody took may be renewed, since
+// holder and token still match (SPEC §2).
+func (s *suite) renewAfterExpiry(t *testing.T) {
+	ps := s.clients(t, 1)
+	start := time.Now()
+	a := mustAcquire(t, ps[0], "job", "a", s.opts.ShortTTL)
+	sleepPast(start, s.opts.ShortTTL)
+	if got := mustObserve(t, ps[0], "job"); got.Holder != "" {
+		t.Fatalf("Observe after expiry = %+v, want holder \"\"", got)
+	}
+	a.TTL = longTTL
+	r, err := ps[0].Renew(ctxT(t), a)
+	if err != nil {
+		t.Fatalf("Renew after expiry, not taken: %v (holder and token still match: must succeed)", err)
+	}
+	if r.Token != a.Token {
+		t.Fatalf("Renew token = %d, want %d", r.Token, a.Token)
+	}
+	if got := mustObserve(t, ps[0], "job"); got.Holder != "a" || got.Token != a.Token {
+		t.Fatalf("Observe after renewing an expired lease = %+v, want holder a token %d", got, a.Token)
+	}
+}
+
+func (s *suite) release(t *testing.T) {
+	ps := s.clients(t, 2)
+	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	other := a
+	other.Holder = "b"
+	wantLost(t, "Release by another holder", ps[1].Release(ctxT(t), other))
+	stale := a
+	stale.Token--
+	wantLost(t, "Release with a stale token", ps[0].Release(ctxT(t), stale))
+	if got := mustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
+		t.Fatalf("Observe after refused releases = %+v, want holder a token %d", got, a.Token)
+	}
+	if err := ps[0].Release(ctxT(t), a); err != nil {
+		t.Fatalf("Release by holder: %v", err)
+	}
+	got := mustObserve(t, ps[1], "job")
+	if got.Holder != "" || got.Token != a.Token {
+		t.Fatalf("Observe after Release = %+v, want holder \"\" and token %d kept (record never deleted)", got, a.Token)
+	}
+	wantLost(t, "second Release", ps[0].Release(ctxT(t), a))
+	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	if b.Token != a.Token+1 {
+		t.Fatalf("token after release = %d, want %d", b.Token, a.Token+1)
+	}
+}
+
+func (s *suite) expiry(t *testing.T) {
+	ps := s.clients(t, 2)
+	ttl := s.opts.ShortTTL
+	start := time.Now()
+	a := mustAcquire(t, ps[0], "job", "a", ttl)
+	_, err := ps[1].Acquire(ctxT(t), "job", "b", longTTL)
+	if elapsed := time.Since(start); elapsed < ttl/2 {
+		wantHeld(t, err, "job", "a", a.Token)
+	} else {
+		t.Logf("inconclusive: the check before expiry took %s of a %s ttl", elapsed, ttl)
+	}
+	sleepPast(start, ttl)
+	if got := mustObserve(t, ps[1], "job"); got.Holder != "" || got.Token != a.Token {
+		t.Fatalf("Observe after expiry = %+v, want holder \"\" token %d", got, a.Token)
+	}
+	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	if b.Token != a.Token+1 {
+		t.Fatalf("token after expiry = %d, want %d", b.Token, a.Token+1)
+	}
+}
+
+func (s *suite) tokensIncrease(t *testing.T) {
+	open := s.factory(t)
+	a, b := open(t), open(t)
+	aClosed := false
+	t.Cleanup(func() {
+		if !aClosed {
+			_ = a.Close()
+		}
+		_ = b.Close()
+	})
+	var last uint64
+	step := func(what string, l providers.Lease) {
+		t.Helper()
+		if l.Token != last+1 {
+			t.Fatalf("%s: token %d, want %d", what, l.Token, last+1)
+		}
+		last = l.Token
+	}
+	l := mustAcquire(t, a, "job", "a", longTTL)
+	last = l.Token - 1
+	step("first acquire", l)
+	if err := a.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
+	step("acquire after release", mustAcquire(t, b, "job", "b", s.opts.ShortTTL))
+	start := time.Now()
+	sleepPast(start, s.opts.ShortTTL)
+	step("acquire after expiry", mustAcquire(t, a, "job", "a", longTTL))
+	// Restart the holder: a new client, the same holder name.
+	aClosed = true
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	a2 := open(t)
+	t.Cleanup(func() { _ = a2.Close() })
+	step("acquire by the restarted holder", mustAcquire(t, a2, "job", "a", longTTL))
+}
+
+func (s *suite) keysIndependent(t *testing.T) {
+	ps := s.clients(t, 2)
+	k1 := mustAcquire(t, ps[0], "key1", "a", longTTL)
+	k2 := mustAcquire(t, ps[1], "key2", "b", longTTL)
+	if got := mustObserve(t, ps[0], "key1"); got.Holder != "a" || got.Token != k1.Token {
+		t.Fatalf("key1 = %+v after acquiring key2", got)
+	}
+	if err := ps[1].Release(ctxT(t), k2); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustObserve(t, ps[0], "key1"); got.Holder != "a" {
+		t.Fatalf("key1 = %+v after releasing key2", got)
+	}
+	_, err := ps[1].Acquire(ctxT(t), "key1", "b", longTTL)
+	wantHeld(t, err, "key1", "a", k1.Token)
+	// Similar keys are distinct keys.
+	for _, k := range []string{"KEY1", "key1 ", "key"} {
+		l := mustAcquire(t, ps[1], k, "b", longTTL)
+		if l.Token != 1 {
+			t.Logf("key %q: first token %d", k, l.Token)
+		}
+	}
+}
+
+func (s *suite) observe(t *testing.T) {
+	ps := s.clients(t, 2)
+	if got := mustObserve(t, ps[0], "never"); got != (providers.Lease{Key: "never"}) {
+		t.Fatalf("Observe of a key never acquired = %+v, want a zero Lease with Key", got)
+	}
+	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	got := mustObserve(t, ps[1], "job")
+	if got.Key != "job" || got.Holder != "a" || got.Token != a.Token {
+		t.Fatalf("Observe = %+v, want holder a token %d", got, a.Token)
+	}
+	if d := got.Expires.Sub(a.Expires); d < -time.Second || d > time.Second {
+		t.Fatalf("Observe expiry %v, Acquire said %v", got.Expires, a.Expires)
+	}
+	if d := time.Until(got.Expires); d < longTTL-10*time.Second || d > longTTL+10*time.Second {
+		t.Fatalf("expiry is %s away, want about %s (store clock and test clock agree within 10s here)", d, longTTL)
+	}
+}
+
+func (s *suite) value(t *testing.T) {
+	ps := s.clients(t, 2)
+	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	if a.Value != "" {
+		t.Fatalf("first Acquire value = %q, want \"\"", a.Value)
+	}
+	a.Value = "slot-1"
+	r, err := ps[0].Renew(ctxT(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Value != "slot-1" {
+		t.Fatalf("Renew returned value %q", r.Value)
+	}
+	if got := mustObserve(t, ps[1], "job"); got.Value != "slot-1" {
+		t.Fatalf("Observe value after Renew = %q, want slot-1", got.Value)
+	}
+
+	tooLong := r
+	tooLong.Value = strings.Repeat("x", providers.MaxValueLen+1)
+	if _, err := ps[0].Renew(ctxT(t), tooLong); err == nil || errors.Is(err, providers.ErrLost) {
+		t.Fatalf("Renew with a %d-byte value: error %v, want a value error (not ErrLost)", len(tooLong.Value), err)
+	}
+	if err := ps[0].Release(ctxT(t), tooLong); err == nil || errors.Is(err, providers.ErrLost) {
+		t.Fatalf("Release with a %d-byte value: error %v, want a value error", len(tooLong.Value), err)
+	}
+	if got := mustObserve(t, ps[1], "job"); got.Value != "slot-1" || got.Holder != "a" {
+		t.Fatalf("after refused writes: %+v, want holder a value slot-1", got)
+	}
+	full := r
+	full.Value = strings.Repeat("v", providers.MaxValueLen)
+	if r, err = ps[0].Renew(ctxT(t), full); err != nil || r.Value != full.Value {
+		t.Fatalf("Renew with a %d-byte value: %v", providers.MaxValueLen, err)
+	}
+
+	r.Value = "slot-2 ✓"
+	if err := ps[0].Release(ctxT(t), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustObserve(t, ps[1], "job"); got.Value != "slot-2 ✓" {
+		t.Fatalf("Observe value after Release = %q, want the released value", got.Value)
+	}
+	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	if b.Value != "slot-2 ✓" {
+		t.Fatalf("new holder sees value %q, want the previous term's", b.Value)
+	}
+}
+
+func (s *suite) cancelled(t *testing.T) {
+	ps := s.clients(t, 1)
+	p := ps[0]
+	held := mustAcquire(t, p, "held", "a", longTTL)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	check := func(op string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s with a cancelled context succeeded", op)
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s with a cancelled context: %v, want context.Canceled wrapped", op, err)
+		}
+	}
+	_, err := p.Acquire(ctx, "free", "a", longTTL)
+	check("Acquire", err)
+	_, err = p.Renew(ctx, held)
+	check("Renew", err)
+	check("Release", p.Release(ctx, held))
+	_, err = p.Observe(ctx, "held")
+	check("Observe", err)
+	if got := mustObserve(t, p, "free"); got.Holder != "" {
+		t.Fatalf("a cancelled Acquire took the lease: %+v", got)
+	}
+	if got := mustObserve(t, p, "held"); got.Holder != "a" || got.Token != held.Token {
+		t.Fatalf("a cancelled Release changed the lease: %+v", got)
+	}
+}
+
+func (s *suite) storeDown(t *testing.T) {
+	if s.opts.Unreachable == nil {
+		t.Fatal("Options.Unreachable is required: every provider must show how it fails when its store is down")
+	}
+	p := s.opts.Unreachable(t)
+	t.Cleanup(func() { _ = p.Close() })
+	lease := providers.Lease{Key: "job", Holder: "a", Token: 1, TTL: longTTL}
+	for _, op := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"Acquire", func(ctx context.Context) error { _, err := p.Acquire(ctx, "job", "a", longTTL); return err }},
+		{"Renew", func(ctx context.Context) error { _, err := p.Renew(ctx, lease); return err }},
+		{"Release", func(ctx context.Context) error { return p.Release(ctx, lease) }},
+		{"Observe", func(ctx context.Context) error { _, err := p.Observe(ctx, "job"); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		err := op.call(ctx)
+		cancel()
+		elapsed := time.Since(start)
+		if err == nil {
+			t.Fatalf("%s against a store that is down succeeded", op.name)
+		}
+		if errors.Is(err, providers.ErrHeld) || errors.Is(err, providers.ErrLost) {
+			t.Fatalf("%s against a store that is down: %v, want a store error, not a lease verdict", op.name, err)
+		}
+		if elapsed > 6*time.Second {
+			t.Fatalf("%s took %s with a 5s deadline", op.name, elapsed)
+		}
+		t.Logf("%s: %v (after %s)", op.name, err, elapsed.Round(time.Millisecond))
+	}
+}
+
+func (s *suite) watch(t *testing.T) {
+	ps := s.clients(t, 2)
+	w, ok := ps[1].(providers.Watcher)
+	if ok != s.opts.Watcher {
+		t.Fatalf("provider implements Watcher: %v, Options.Watcher says %v", ok, s.opts.Watcher)
+	}
+	if !ok {
+		t.Log("no Watcher: waiting candidates poll every retry_every")
+		return
+	}
+	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	mustObserve(t, ps[1], "job") // warm the candidate up: measure the handover, not a first connection
+	ctx, cancel := context.WithCancel(ctxT(t))
+	ch, err := w.Watch(ctx, "job")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	other, err := w.Watch(ctx, "other")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	drain := func() {
+		for {
+			select {
+			case <-ch:
+			default:
+				return
+			}
+		}
+	}
+	drain()
+	start := time.Now()
+	if err := ps[0].Release(ctxT(t), a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("no notification within 1s of Release")
+	}
+	notified := time.Since(start)
+	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	t.Logf("release → notification %s, release → new holder's Acquire done %s", notified, time.Since(start))
+	if b.Token != a.Token+1 {
+		t.Fatalf("token %d, want %d", b.Token, a.Token+1)
+	}
+	select {
+	case <-other:
+		t.Fatal("watcher of another key was notified")
+	default:
+	}
+	cancel()
+	select {
+	case _, open := <-ch:
+		for open {
+			_, open = <-ch
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch channel not closed after ctx was cancelled")
+	}
+}

@@ -1,0 +1,236 @@
+package sql
+
+import (
+	dbsql "database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers driver "sqlite"
+
+	"github.com/electd/electd/config"
+)
+
+// DefaultTable is the table used when the settings leave Table empty.
+const DefaultTable = "electd_leases"
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// queries holds the statements of one driver and table, built once by New.
+// Placeholders are "?" everywhere and rebound to $n for postgres.
+type queries struct {
+	create string
+	probe  string
+	// upsert acquires in one statement (INSERT ... ON CONFLICT DO UPDATE
+	// WHERE free-or-expired-or-mine RETURNING token, expires_at, value);
+	// args: key, holder, ttl. Empty for mysql, which uses update+insert.
+	upsert string
+	// mysql acquire path: conditional update (args holder, ttl, key, holder),
+	// then insertFree (args key) when the row is missing.
+	update     string
+	insertFree string
+	selectRow  string // args key → holder, token, expires_at, value, expired(0|1)
+	renew      string // args ttl, value, key, holder, token (+RETURNING expires_at unless mysql)
+	selectExp  string // mysql: args key → expires_at
+	release    string // args value, key, holder, token (postgres: + channel first)
+}
+
+type dialect struct {
+	driver string
+	db     *dbsql.DB
+	pg     *pgx.ConnConfig // postgres only, for the LISTEN connection
+	q      queries
+	// ttlArg converts a ttl into the argument the "now + ttl" expression takes.
+	ttlArg func(time.Duration) any
+	// retryable reports errors after which the whole operation may be retried
+	// (MySQL deadlocks on concurrent first inserts).
+	retryable func(error) bool
+}
+
+func ms(d time.Duration) any { return d.Milliseconds() }
+
+func newDialect(s config.SQLSettings) (*dialect, error) {
+	table := s.Table
+	if table == "" {
+		table = DefaultTable
+	}
+	if !identRE.MatchString(table) {
+		return nil, fmt.Errorf("sql: table %q is not a plain identifier (letters, digits, _; at most 63)", table)
+	}
+	d := &dialect{driver: s.Driver, ttlArg: ms, retryable: func(error) bool { return false }}
+	switch s.Driver {
+	case "sqlite":
+		if s.DSN == "" {
+			return nil, errors.New("sql: sqlite dsn (a file path) is empty")
+		}
+		db, err := dbsql.Open("sqlite", sqliteDSN(s.DSN))
+		if err != nil {
+			return nil, fmt.Errorf("sql: open sqlite: %w", err)
+		}
+		d.db = db
+		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
+		d.q = standardQueries(`"`+table+`"`, now, now+` + ?`, `
+			"key"      TEXT    NOT NULL PRIMARY KEY,
+			holder     TEXT    NOT NULL DEFAULT '',
+			token      INTEGER NOT NULL DEFAULT 0,
+			expires_at INTEGER NOT NULL, -- unix milliseconds, host clock
+			value      TEXT    NOT NULL DEFAULT ''`, "")
+	case "postgres":
+		if len(table) > 63-len("electd_") {
+			return nil, fmt.Errorf("sql: table %q is too long for postgres (the notify channel electd_<table> must fit 63 bytes)", table)
+		}
+		cfg, err := pgx.ParseConfig(s.DSN)
+		if err != nil {
+			// pgx's message repeats the connection string; keep only the cause.
+			cause := "invalid connection string"
+			if u := errors.Unwrap(err); u != nil {
+				cause = u.Error()
+			}
+			return nil, fmt.Errorf("sql: postgres dsn cannot be parsed: %s", cause)
+		}
+		d.pg = cfg
+		d.db = stdlib.OpenDB(*cfg.Copy())
+		d.ttlArg = func(t time.Duration) any { return float64(t.Milliseconds()) }
+		q := standardQueries(pgx.Identifier{table}.Sanitize(), `now()`, `(now() + ?::float8 * interval '1 millisecond')`, `
+			"key"      varchar(255) NOT NULL PRIMARY KEY,
+			holder     varchar(255) NOT NULL DEFAULT '',
+			token      bigint       NOT NULL DEFAULT 0,
+			expires_at timestamptz(6) NOT NULL,
+			value      varchar(256) NOT NULL DEFAULT ''`, "")
+		// Acquire and Release notify in the same statement; the notification
+		// is delivered only if the statement commits.
+		q.upsert = `WITH a AS (` + q.upsert + `, "key") SELECT token, expires_at, value, pg_notify(?, "key")::text FROM a`
+		q.release = `WITH r AS (` + strings.TrimSuffix(q.release, ";") + ` RETURNING "key") SELECT pg_notify(?, "key")::text FROM r`
+		rebindAll(&q)
+		d.q = q
+	case "mysql":
+		cfg, err := mysql.ParseDSN(s.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("sql: mysql dsn cannot be parsed: %w", err)
+		}
+		cfg.ParseTime = true
+		cfg.Loc = time.UTC
+		// Rows affected = rows matched, so a Renew that changes nothing
+		// (same microsecond, same value) is not mistaken for a lost lease.
+		cfg.ClientFoundRows = true
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("sql: mysql dsn: %w", err)
+		}
+		d.db = dbsql.OpenDB(conn)
+		d.ttlArg = func(t time.Duration) any { return t.Milliseconds() * 1000 }
+		d.retryable = func(err error) bool {
+			var me *mysql.MySQLError
+			return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) // deadlock, lock wait timeout
+		}
+		t := "`" + table + "`"
+		now := `UTC_TIMESTAMP(6)`
+		plus := `DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)`
+		// VARBINARY: byte-exact keys and holders (the default collations
+		// ignore case and trailing spaces).
+		d.q = standardQueries(t, now, plus, "\n\t\t\t`key`      VARBINARY(255) NOT NULL PRIMARY KEY,\n"+
+			"\t\t\t`holder`     VARBINARY(255) NOT NULL DEFAULT '',\n"+
+			"\t\t\t`token`      BIGINT         NOT NULL DEFAULT 0,\n"+
+			"\t\t\t`expires_at` DATETIME(6)    NOT NULL, -- UTC\n"+
+			"\t\t\t`value`      VARBINARY(256) NOT NULL DEFAULT ''", " ENGINE=InnoDB")
+		d.q.upsert = ""
+		d.q.renew = strings.TrimSuffix(d.q.renew, " RETURNING expires_at")
+		d.q.update = `UPDATE ` + t + ` SET holder = ?, token = token + 1, expires_at = ` + plus +
+			" WHERE `key` = ? AND (holder = '' OR expires_at <= " + now + ` OR holder = ?)`
+		d.q.insertFree = `INSERT INTO ` + t + " (`key`, holder, token, expires_at, value) VALUES (?, '', 0, " + now + ", '')" +
+			" ON DUPLICATE KEY UPDATE `key` = `key`"
+		d.q.selectExp = `SELECT expires_at FROM ` + t + " WHERE `key` = ?"
+		d.q = backquote(d.q)
+	case "":
+		return nil, errors.New("sql: driver is empty (postgres, mysql or sqlite)")
+	default:
+		return nil, fmt.Errorf("sql: unknown driver %q (postgres, mysql or sqlite)", s.Driver)
+	}
+	return d, nil
+}
+
+// standardQueries builds the statements shared by postgres and sqlite (and
+// the parts mysql keeps): t is the quoted table, now the database's clock
+// and plus "now + ?" with the ttl as its one argument.
+func standardQueries(t, now, plus, columns, suffix string) queries {
+	return queries{
+		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (` + columns + "\n\t\t)" + suffix,
+		probe:  `SELECT 1 FROM ` + t + ` WHERE 1 = 0`,
+		upsert: `INSERT INTO ` + t + ` AS l ("key", holder, token, expires_at, value) VALUES (?, ?, 1, ` + plus + `, '')
+			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
+			WHERE l.holder = '' OR l.expires_at <= ` + now + ` OR l.holder = excluded.holder
+			RETURNING token, expires_at, value`,
+		selectRow: `SELECT holder, token, expires_at, value, CASE WHEN expires_at <= ` + now + ` THEN 1 ELSE 0 END
+			FROM ` + t + ` WHERE "key" = ?`,
+		renew:   `UPDATE ` + t + ` SET expires_at = ` + plus + `, value = ? WHERE "key" = ? AND holder = ? AND token = ? RETURNING expires_at`,
+		release: `UPDATE ` + t + ` SET holder = '', expires_at = ` + now + `, value = ? WHERE "key" = ? AND holder = ? AND token = ?`,
+	}
+}
+
+// backquote turns the "key" column quoting of the shared statements into
+// MySQL's backquotes.
+func backquote(q queries) queries {
+	r := strings.NewReplacer(`"key"`, "`key`")
+	q.selectRow = r.Replace(q.selectRow)
+	q.renew = r.Replace(q.renew)
+	q.release = r.Replace(q.release)
+	return q
+}
+
+func rebindAll(q *queries) {
+	for _, s := range []*string{&q.upsert, &q.selectRow, &q.renew, &q.release} {
+		*s = rebind(*s)
+	}
+}
+
+// rebind turns ? placeholders into $1, $2, ... (none of the statements has a
+// literal question mark).
+func rebind(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// sqliteDSN turns a file path (or a file: URI) into a modernc DSN with the
+// settings that let several processes share the file.
+func sqliteDSN(dsn string) string {
+	params := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + params
+	}
+	return dsn + "?" + params
+}
+
+// expiry scans the expires_at column of any driver: a time (postgres, mysql
+// with parseTime) or unix milliseconds (sqlite).
+type expiry struct{ t time.Time }
+
+func (e *expiry) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		e.t = v
+	case int64:
+		e.t = time.UnixMilli(v)
+	case float64:
+		e.t = time.UnixMilli(int64(v))
+	case nil:
+		e.t = time.Time{}
+	default:
+		return fmt.Errorf("sql: expires_at of type %T", src)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package sql_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+)
+
+func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w providers.Watcher) {
+	t.Helper()
+	s = reach(t, "postgres", "pgx", "ELECTD_TEST_POSTGRES_DSN", defaultPostgresDSN)
+	table = randomTable()
+	t.Cleanup(func() { _, _ = s.admin.Exec(`DROP TABLE IF EXISTS "` + table + `"`) })
+	settings := config.SQLSettings{Driver: "postgres", DSN: s.dsn, Table: table}
+	a, b = open(t, settings), open(t, settings)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	w, ok := b.(providers.Watcher)
+	if !ok {
+		t.Fatal("postgres provider does not implement providers.Watcher")
+	}
+	ctx := context.Background()
+	if _, err := a.Observe(ctx, "warm-up"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Observe(ctx, "warm-up"); err != nil {
+		t.Fatal(err)
+	}
+	return s, table, a, b, w
+}
+
+// TestPostgresHandover measures a graceful handover: the holder releases, the
+// watching candidate is notified and acquires. Target: well under 100 ms.
+func TestPostgresHandover(t *testing.T) {
+	t.Parallel()
+	_, _, a, b, w := pgPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := w.Watch(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notify, handover []time.Duration
+	for round := range 20 {
+		l, err := a.Acquire(ctx, "job", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(ch) > 0 {
+			<-ch
+		}
+		start := time.Now()
+		if err := a.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Second):
+			t.Fatalf("round %d: no notification within 1s of Release", round)
+		}
+		notify = append(notify, time.Since(start))
+		lb, err := b.Acquire(ctx, "job", "b", time.Minute)
+		if err != nil {
+			t.Fatalf("round %d: candidate's Acquire after the notification: %v", round, err)
+		}
+		handover = append(handover, time.Since(start))
+		if err := b.Release(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(notify)
+	slices.Sort(handover)
+	med := func(d []time.Duration) time.Duration { return d[len(d)/2] }
+	t.Logf("release → notification: min %s median %s max %s", notify[0], med(notify), notify[len(notify)-1])
+	t.Logf("release → candidate holds the lease: min %s median %s max %s", handover[0], med(handover), handover[len(handover)-1])
+	if med(handover) > 100*time.Millisecond {
+		t.Errorf("median handover %s, target under 100ms", med(handover))
+	}
+}
+
+// TestPostgresWatchReconnect kills the listening connection: the watcher gets
+// a hint once the listener is back (notifications may have been lost) and
+// notifications flow again.
+func TestPostgresWatchReconnect(t *testing.T) {
+	t.Parallel()
+	s, table, a, _, w := pgPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := w.Watch(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`,
+		`LISTEN "electd_`+table+`"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("terminated %d listening backends, want 1", n)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no hint within 5s after the listening connection was killed")
+	}
+	l, err := a.Acquire(ctx, "job", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(ch) > 0 {
+		<-ch
+	}
+	if err := a.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("no notification after the listener reconnected")
+	}
+}
+
+// TestPostgresWatchDown: Watch against a server that is down fails instead
+// of returning a channel that will never fire.
+func TestPostgresWatchDown(t *testing.T) {
+	t.Parallel()
+	p := open(t, config.SQLSettings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.(providers.Watcher).Watch(ctx, "job"); err == nil {
+		t.Fatal("Watch against a server that is down succeeded")
+	} else {
+		t.Log(err)
+	}
+}
