@@ -1,0 +1,194 @@
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Job states as the API reports them.
+const (
+	StateLeader    = "leader"
+	StateFollower  = "follower"
+	StateCandidate = "candidate"
+	StateStopping  = "stopping"
+)
+
+// JobStatus is one job as GET /v1/jobs shows it.
+type JobStatus struct {
+	Job          string     `json:"job"`
+	Provider     string     `json:"provider"`
+	State        string     `json:"state"`
+	Leader       string     `json:"leader"`
+	Token        uint64     `json:"token"`
+	Since        *time.Time `json:"since"`         // when the current state began
+	LeaseExpires *time.Time `json:"lease_expires"` // the store's view, while this node leads
+	LastError    string     `json:"last_error"`
+	// LastLeaseOp is when a lease operation last completed (any answer,
+	// "held" included); TTL is the job's ttl. /healthz fails when the gap
+	// grows past the ttl: the loop is wedged (kubernetes #82960).
+	LastLeaseOp time.Time     `json:"last_lease_op"`
+	TTL         time.Duration `json:"-"`
+}
+
+// ErrNoSuchJob is returned by StepDown for a job the agent does not run.
+var ErrNoSuchJob = errors.New("api: no such job")
+
+// Agent is what the API needs of a running agent.
+type Agent interface {
+	Jobs() []JobStatus
+	StepDown(job string) error
+	Ready() bool // every job loop started
+}
+
+// Options configure the handler.
+type Options struct {
+	Agent   Agent
+	Token   string       // bearer token for POST endpoints; "" = POST refused unless loopback-only
+	Metrics http.Handler // served at /metrics when set
+	Logger  hclog.Logger
+	Now     func() time.Time
+}
+
+// Handler returns the API's routes.
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &server{o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/jobs", s.jobs)
+	mux.HandleFunc("GET /v1/jobs/{job}", s.job)
+	mux.HandleFunc("POST /v1/jobs/{job}/step-down", s.authorized(s.stepDown))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	return mux
+}
+
+type server struct{ o Options }
+
+func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.o.Agent.Jobs())
+}
+
+func (s *server) job(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("job")
+	for _, j := range s.o.Agent.Jobs() {
+		if j.Job == name {
+			writeJSON(w, http.StatusOK, j)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+}
+
+func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("job")
+	err := s.o.Agent.StepDown(name)
+	switch {
+	case errors.Is(err, ErrNoSuchJob):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+	case err != nil:
+		writeError(w, http.StatusConflict, err.Error())
+	default:
+		s.o.Logger.Info("step-down requested through the API", "job", name, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusAccepted, map[string]string{"job": name, "result": "stepping down"})
+	}
+}
+
+// healthz fails when any job's loop has completed no lease operation for
+// longer than its ttl.
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	now := s.o.Now()
+	var wedged []string
+	for _, j := range s.o.Agent.Jobs() {
+		if j.TTL > 0 && !j.LastLeaseOp.IsZero() && now.Sub(j.LastLeaseOp) > j.TTL {
+			wedged = append(wedged, fmt.Sprintf("%s: no lease operation completed for %s (ttl %s)",
+				j.Job, now.Sub(j.LastLeaseOp).Round(time.Second), j.TTL))
+		}
+	}
+	if len(wedged) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.o.Agent.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// authorized guards a handler with the bearer token. Without a token
+// configured, only loopback clients are let through (the agent refuses to
+// listen beyond loopback without a token, so this is the default setup).
+func (s *server) authorized(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.o.Token == "" {
+			if !loopbackRemote(r.RemoteAddr) {
+				writeError(w, http.StatusForbidden, "no api_token is configured: only loopback clients may call this")
+				return
+			}
+			h(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="electd"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func loopbackRemote(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackListen reports whether a listen address binds only loopback
+// ("127.0.0.1:8790", "[::1]:8790", "localhost:8790").
+func IsLoopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// jobsAgent is a fixed set of job states: this file tests the HTTP layer; the
+// API against a running agent binary is tested in systest.
+type jobsAgent struct {
+	mu       sync.Mutex
+	jobs     []JobStatus
+	steppedD []string
+	ready    bool
+}
+
+func (a *jobsAgent) Jobs() []JobStatus { a.mu.Lock(); defer a.mu.Unlock(); return a.jobs }
+func (a *jobsAgent) Ready() bool       { return a.ready }
+func (a *jobsAgent) StepDown(job string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, j := range a.jobs {
+		if j.Job == job {
+			a.steppedD = append(a.steppedD, job)
+			return nil
+		}
+	}
+	return ErrNoSuchJob
+}
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func newAgent() *jobsAgent {
+	since := now.Add(-time.Minute)
+	return &jobsAgent{ready: true, jobs: []JobStatus{
+		{Job: "billing", Provider: "sql.main", State: StateLeader, Leader: "web-1", Token: 42, Since: &since, LastLeaseOp: now.Add(-2 * time.Second), TTL: 15 * time.Second},
+		{Job: "report", Provider: "sql.main", State: StateFollower, Leader: "web-2", Token: 7, LastLeaseOp: now.Add(-time.Second), TTL: 15 * time.Second},
+	}}
+}
+
+func do(t *testing.T, h http.Handler, method, path, remote, auth string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, nil)
+	if remote != "" {
+		req.RemoteAddr = remote
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	b, _ := io.ReadAll(rec.Body)
+	return rec.Code, string(b)
+}
+
+func TestJobs(t *testing.T) {
+	h := Handler(Options{Agent: newAgent(), Now: func() time.Time { return now }})
+	code, body := do(t, h, "GET", "/v1/jobs", "", "")
+	if code != 200 {
+		t.Fatalf("GET /v1/jobs: %d %s", code, body)
+	}
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(body), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0]["job"] != "billing" || jobs[0]["state"] != "leader" || jobs[0]["token"] != 42.0 || jobs[0]["provider"] != "sql.main" {
+		t.Errorf("unexpected jobs: %s", body)
+	}
+	for _, k := range []string{"job", "provider", "state", "leader", "token", "since", "lease_expires", "last_error"} {
+		if _, ok := jobs[0][k]; !ok {
+			t.Errorf("job has no %q field: %s", k, body)
+		}
+	}
+	code, body = do(t, h, "GET", "/v1/jobs/report", "", "")
+	if code != 200 || !strings.Contains(body, `"leader": "web-2"`) {
+		t.Errorf("GET /v1/jobs/report: %d %s", code, body)
+	}
+	if code, _ := do(t, h, "GET", "/v1/jobs/nope", "", ""); code != 404 {
+		t.Errorf("unknown job: %d, want 404", code)
+	}
+}
+
+func TestStepDownAuth(t *testing.T) {
+	cases := []struct {
+		name, token, remote, auth, job string
+		want                           int
+	}{
+		{"right token", "t0k", "10.1.2.3:5000", "Bearer t0k", "billing", 202},
+		{"wrong token", "t0k", "127.0.0.1:5000", "Bearer nope", "billing", 401},
+		{"no token sent", "t0k", "127.0.0.1:5000", "", "billing", 401},
+		{"no token configured, loopback client", "", "127.0.0.1:5000", "", "billing", 202},
+		{"no token configured, remote client", "", "10.1.2.3:5000", "", "billing", 403},
+		{"unknown job", "t0k", "127.0.0.1:5000", "Bearer t0k", "nope", 404},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAgent()
+			h := Handler(Options{Agent: a, Token: tc.token})
+			code, body := do(t, h, "POST", "/v1/jobs/"+tc.job+"/step-down", tc.remote, tc.auth)
+			if code != tc.want {
+				t.Fatalf("status %d (%s), want %d", code, body, tc.want)
+			}
+			if stepped := len(a.steppedD) == 1; stepped != (tc.want == 202) {
+				t.Errorf("step-down reached the agent: %v, want %v", stepped, tc.want == 202)
+			}
+			if strings.Contains(body, tc.token) && tc.token != "" {
+				t.Errorf("response echoes the token: %s", body)
+			}
+		})
+	}
+	if code, _ := do(t, Handler(Options{Agent: newAgent()}), "GET", "/v1/jobs/billing/step-down", "127.0.0.1:1", ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET on step-down: %d, want 405", code)
+	}
+}
+
+func TestHealthzFailsWhenALoopIsWedged(t *testing.T) {
+	a := newAgent()
+	clock := now
+	h := Handler(Options{Agent: a, Now: func() time.Time { return clock }})
+	if code, body := do(t, h, "GET", "/healthz", "", ""); code != 200 {
+		t.Fatalf("healthy agent: %d %s", code, body)
+	}
+	clock = now.Add(14 * time.Second) // billing's last op is 16s old now, ttl 15s
+	code, body := do(t, h, "GET", "/healthz", "", "")
+	if code != 503 || !strings.Contains(body, "billing") || strings.Contains(body, "report") {
+		t.Errorf("wedged billing: %d %s, want 503 naming billing only", code, body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	a := newAgent()
+	a.ready = false
+	h := Handler(Options{Agent: a})
+	if code, _ := do(t, h, "GET", "/readyz", "", ""); code != 503 {
+		t.Errorf("not ready: %d, want 503", code)
+	}
+	a.ready = true
+	if code, _ := do(t, h, "GET", "/readyz", "", ""); code != 200 {
+		t.Errorf("ready: %d, want 200", code)
+	}
+}
+
+func TestIsLoopbackListen(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8790": true, "[::1]:8790": true, "localhost:8790": true, "127.1.2.3:1": true,
+		"0.0.0.0:8790": false, ":8790": false, "10.0.0.1:8790": false, "[::]:8790": false, "web-1:8790": false,
+	} {
+		if got := IsLoopbackListen(addr); got != want {
+			t.Errorf("IsLoopbackListen(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

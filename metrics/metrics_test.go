@@ -1,0 +1,115 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+	sqlprovider "github.com/electd/electd/providers/sql"
+)
+
+func sqlite(t *testing.T, dsn string) providers.Provider {
+	t.Helper()
+	p, err := sqlprovider.New(context.Background(), config.SQLSettings{Driver: "sqlite", DSN: dsn}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestInstrumentCountsStoreErrorsOnly(t *testing.T) {
+	m := New("test", "abc")
+	ctx := context.Background()
+	p := m.Instrument("sql.local", sqlite(t, filepath.Join(t.TempDir(), "leases.db")))
+
+	l, err := p.Acquire(ctx, "job", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acquire(ctx, "job", "b", time.Minute); !errors.Is(err, providers.ErrHeld) {
+		t.Fatalf("second holder: %v, want held", err)
+	}
+	stale := l
+	stale.Token++
+	if _, err := p.Renew(ctx, stale); !errors.Is(err, providers.ErrLost) {
+		t.Fatalf("stale renew: %v, want lost", err)
+	}
+	if got := testutil.ToFloat64(m.LeaseErrors.WithLabelValues("sql.local", "acquire")); got != 0 {
+		t.Errorf("a held lease counted as %v errors, want 0", got)
+	}
+	if got := testutil.ToFloat64(m.LeaseErrors.WithLabelValues("sql.local", "renew")); got != 0 {
+		t.Errorf("a lost lease counted as %v errors, want 0", got)
+	}
+	if n := testutil.CollectAndCount(m.LeaseOp, "electd_lease_op_seconds"); n != 2 {
+		t.Errorf("%d op series, want 2 (acquire, renew)", n)
+	}
+
+	down := m.Instrument("sql.down", sqlite(t, filepath.Join(t.TempDir(), "no", "such", "dir", "leases.db")))
+	if _, err := down.Acquire(ctx, "job", "a", time.Minute); err == nil {
+		t.Fatal("acquire on an unreachable store succeeded")
+	}
+	if got := testutil.ToFloat64(m.LeaseErrors.WithLabelValues("sql.down", "acquire")); got != 1 {
+		t.Errorf("store error counted %v times, want 1", got)
+	}
+}
+
+func TestInstrumentKeepsWatcher(t *testing.T) {
+	m := New("test", "abc")
+	if _, ok := m.Instrument("sql.local", sqlite(t, filepath.Join(t.TempDir(), "l.db"))).(providers.Watcher); ok {
+		t.Error("an instrumented sqlite provider claims to be a Watcher")
+	}
+	dsn := os.Getenv("ELECTD_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	pg, err := sqlprovider.New(context.Background(), config.SQLSettings{Driver: "postgres", DSN: dsn, Table: "electd_metrics_test"}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if _, ok := m.Instrument("sql.pg", pg).(providers.Watcher); !ok {
+		t.Error("an instrumented postgres provider lost its Watcher capability")
+	}
+}
+
+func TestHandlerExposesEveryMetric(t *testing.T) {
+	m := New("1.2.3", "abc")
+	m.IsLeader.WithLabelValues("billing").Set(1)
+	m.Transitions.WithLabelValues("billing", "elected").Inc()
+	m.LeaseOp.WithLabelValues("sql.main", "renew").Observe(0.01)
+	m.LeaseErrors.WithLabelValues("sql.main", "renew").Inc()
+	m.ActionRuns.WithLabelValues("billing", "elected", "exec", "ok").Inc()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`electd_is_leader{job="billing"} 1`,
+		`electd_transitions_total{job="billing",type="elected"} 1`,
+		`electd_lease_op_seconds_count{op="renew",provider="sql.main"} 1`,
+		`electd_lease_op_errors_total{op="renew",provider="sql.main"} 1`,
+		`electd_action_runs_total{event="elected",job="billing",kind="exec",result="ok"} 1`,
+		`electd_build_info{commit="abc",goversion=`,
+		`process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
