@@ -7,7 +7,7 @@ BIN      := bin/electd
 CONFIG   ?= examples/quickstart.hcl
 TESTFLAGS ?= -count=1 -timeout 20m
 
-.PHONY: all build run check test vet fmt-check services clean
+.PHONY: all build run check test vet services install clean
 
 all: build
 
@@ -34,6 +34,22 @@ vet:
 
 services:
 	scripts/services.sh
+
+# Install the binary, the systemd unit and an example configuration
+# (an existing /etc/electd is left alone). DESTDIR works as usual.
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/electd
+	install -D -m 0644 dist/systemd/electd.service $(DESTDIR)/etc/systemd/system/electd.service
+	install -D -m 0644 docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/electd/operations.md
+	@if [ ! -e $(DESTDIR)/etc/electd ]; then \
+		install -d -m 0755 $(DESTDIR)/etc/electd && \
+		install -m 0644 examples/quickstart.hcl $(DESTDIR)/etc/electd/electd.hcl && \
+		echo "installed an example configuration in $(DESTDIR)/etc/electd/electd.hcl"; \
+	fi
+	@getent passwd electd >/dev/null 2>&1 || [ -n "$(DESTDIR)" ] || \
+		useradd --system --home-dir /var/lib/electd --shell /usr/sbin/nologin electd
+	@echo "next: systemctl daemon-reload && systemctl enable --now electd"
 
 clean:
 	rm -rf bin/ *.db *.db-wal *.db-shm

@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# Ensures the stores the tests need are running on loopback, starting any that
-# are down. Idempotent: safe to run again and again (make test calls it).
-# PostgreSQL, MariaDB and Redis come with this machine image; the commands
-# below are the ones that start them when they have stopped.
+# Makes sure everything the tests need is on this machine, starting or
+# installing whatever is missing. Idempotent: `make test` calls it every time.
+#
+#   postgres mariadb redis  servers that come with this machine image; started when down
+#   etcd                    Debian's etcd-server and etcd-client (etcd, etcdctl)
+#   azurite                 the Azure Storage emulator from npm, into .cache/azurite
+#   datastore               checks the Google Datastore emulator of the image and Java
+#   ferretdb                FerretDB (MongoDB wire protocol) built into .cache/bin
+#
+# The servers that tests need several of, or on ports of their own (extra
+# redis-servers, etcd, Azurite, the Datastore emulator, FerretDB), are started
+# by the tests themselves (package internal/teststore) and stopped with them.
 set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+cache=$root/.cache
+mkdir -p "$cache/bin"
 
 log() { printf 'services: %s\n' "$*" >&2; }
 
@@ -16,6 +29,14 @@ wait_for() { # name, tries, command...
 	done
 	log "$name did not become ready"
 	return 1
+}
+
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	if ! apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1; then
+		apt-get update -q >/dev/null
+		apt-get install -y -q --no-install-recommends "$@" >/dev/null
+	fi
 }
 
 postgres() {
@@ -44,6 +65,37 @@ redis() {
 	wait_for redis 20 sh -c 'redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG'
 }
 
-want=${*:-postgres mariadb redis}
+etcd() {
+	if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then return 0; fi
+	log "installing etcd-server and etcd-client (Debian)"
+	apt_install etcd-server etcd-client
+	# Debian's package starts a system etcd on :2379; the tests run their own.
+	if pgrep -x etcd >/dev/null && [ -e /etc/default/etcd ]; then
+		pkill -x etcd || true
+	fi
+}
+
+azurite() {
+	if [ -x "$cache/azurite/node_modules/.bin/azurite-blob" ]; then return 0; fi
+	log "installing azurite@3.35.0 (npm) into .cache/azurite"
+	mkdir -p "$cache/azurite"
+	npm install --silent --no-audit --no-fund --prefix "$cache/azurite" azurite@3.35.0 >/dev/null 2>&1 ||
+		npm install --no-audit --no-fund --prefix "$cache/azurite" azurite@3.35.0
+}
+
+datastore() {
+	local jar=/usr/lib/google-cloud-sdk/platform/cloud-datastore-emulator/CloudDatastore.jar
+	if [ -f "$jar" ] && command -v java >/dev/null; then return 0; fi
+	log "the Google Datastore emulator is missing ($jar, java): it comes with this machine image"
+	return 1
+}
+
+ferretdb() {
+	if [ -x "$cache/bin/ferretdb" ]; then return 0; fi
+	log "building FerretDB v1.24.0 into .cache/bin (Go module proxy)"
+	GOBIN="$cache/bin" GOFLAGS=-mod=mod go install -tags ferretdb_no_hana github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.0
+}
+
+want=${*:-postgres mariadb redis etcd azurite datastore ferretdb}
 for s in $want; do "$s"; done
 log "ready: $want"

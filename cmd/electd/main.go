@@ -17,6 +17,9 @@ Commands:
   run        run the agent (one election loop per job)
   check      parse and validate configuration files
   fmt        rewrite configuration files in canonical format
+  status     show the jobs of a running agent
+  step-down  ask a running agent to hand a job over to another node
+  leases     ask the stores directly who holds each job (no agent needed)
   version    print the version
 
 Run 'electd <command> -h' for the flags of a command.
@@ -24,10 +27,13 @@ Run 'electd <command> -h' for the flags of a command.
 
 // subcommands maps a command name to its entry point. Each returns the exit code.
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"run":     cmdRun,
-	"check":   cmdCheck,
-	"fmt":     cmdFmt,
-	"version": cmdVersion,
+	"run":       cmdRun,
+	"check":     cmdCheck,
+	"fmt":       cmdFmt,
+	"version":   cmdVersion,
+	"status":    cmdStatus,
+	"step-down": cmdStepDown,
+	"leases":    cmdLeases,
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

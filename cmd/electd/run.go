@@ -1,12 +1,175 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/actions/webhook"
+	"github.com/electd/electd/agent"
+	"github.com/electd/electd/api"
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/metrics"
+	"github.com/electd/electd/providers"
 )
 
-// cmdRun is `electd run`. Owned by the lead; wired to the agent package.
+// cmdRun is `electd run`: load the configuration, run one election loop per
+// job until SIGTERM or SIGINT, then stop children, release leases and exit 0.
+// A second signal kills the children and exits at once.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "electd run: not wired yet")
-	return 1
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var paths stringList
+	fs.Var(&paths, "config", "configuration file or directory (repeatable; default /etc/electd)")
+	unsafeConfig := fs.Bool("allow-unsafe-config", false, "run a configuration that is world-writable or owned by another user")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	paths = append(paths, fs.Args()...)
+	if len(paths) == 0 {
+		paths = stringList{"/etc/electd"}
+	}
+	if !*unsafeConfig {
+		if err := checkConfigPerms(paths); err != nil {
+			fmt.Fprintln(stderr, "electd run:", err)
+			return 1
+		}
+	}
+	cfg, diags := config.Load(paths)
+	if diags.HasErrors() {
+		diags.WriteText(stderr)
+		fmt.Fprintln(stderr, "electd run: the configuration is invalid; nothing started")
+		return 1
+	}
+	diags.WriteText(stderr) // warnings, if any
+
+	log := newLogger(cfg.Agent, stderr)
+	m := metrics.New(version, buildCommit())
+	hooks := webhook.New(webhook.Options{
+		Logger:   log.Named("webhook"),
+		Version:  version,
+		OnResult: func(job, event, result string) { m.ActionRuns.WithLabelValues(job, event, "webhook", result).Inc() },
+	})
+	a, err := agent.New(cfg, agent.Options{
+		Logger:   log.Named("agent"),
+		Webhooks: hooks,
+		Metrics:  m,
+		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
+			prov, err := openProvider(ctx, p, log.Named("provider").With("provider", p.Ref()))
+			if err != nil {
+				return nil, err
+			}
+			return m.Instrument(p.Ref(), prov), nil
+		},
+	})
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+
+	// The API listens before READY=1, so a unit ordered after electd finds it.
+	var srv *http.Server
+	if cfg.Agent.Listen != "" {
+		if !api.IsLoopbackListen(cfg.Agent.Listen) && cfg.Agent.APIToken == "" {
+			log.Error("refusing to serve the API beyond loopback without agent.api_token", "listen", cfg.Agent.Listen)
+			return 1
+		}
+		ln, err := net.Listen("tcp", cfg.Agent.Listen)
+		if err != nil {
+			log.Error("cannot listen for the API", "listen", cfg.Agent.Listen, "error", err)
+			return 1
+		}
+		srv = &http.Server{
+			Handler: api.Handler(api.Options{Agent: apiAgent{a}, Token: cfg.Agent.APIToken,
+				Metrics: m.Handler(), Logger: log.Named("api")}),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("api server stopped", "error", err)
+			}
+		}()
+		log.Info("api listening", "address", ln.Addr().String())
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		stopping := false
+		for sig := range sigs {
+			switch {
+			case sig == syscall.SIGHUP:
+				// SIGHUP's default action would end the agent; reload is not built yet.
+				log.Warn("received SIGHUP: live reload is not supported yet; restart the agent to apply a new configuration")
+			case !stopping:
+				stopping = true
+				log.Info("stopping: stopping children and releasing leases", "signal", sig.String())
+				sdNotify(log, daemon.SdNotifyStopping)
+				stop()
+			default:
+				log.Warn("second signal: killing children and exiting now", "signal", sig.String())
+				a.Kill()
+				os.Exit(1)
+			}
+		}
+	}()
+
+	go func() {
+		for !a.Ready() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		sdNotify(log, daemon.SdNotifyReady)
+		watchdog(ctx, log, func() bool { return healthy(a) })
+	}()
+
+	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", version)
+	runErr := a.Run(ctx)
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Agent.ShutdownTimeout)
+	defer cancel()
+	if err := hooks.Close(shutdownCtx); err != nil {
+		log.Warn("webhooks left undelivered at shutdown", "error", err)
+	}
+	if srv != nil {
+		srv.Shutdown(shutdownCtx)
+	}
+	if runErr != nil {
+		log.Error("agent stopped with an error", "error", runErr)
+		return 1
+	}
+	log.Info("electd stopped cleanly")
+	return 0
 }
+
+func newLogger(ac config.Agent, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "electd",
+		Level:      hclog.LevelFromString(ac.LogLevel),
+		JSONFormat: ac.LogFormat == "json",
+		Output:     w,
+	})
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+	sqlprovider "github.com/electd/electd/providers/sql"
+)
+
+// providerTypes is the plain table of lease stores this build can open, by
+// the type label of a provider block.
+var providerTypes = map[string]func(context.Context, config.Provider, hclog.Logger) (providers.Provider, error){
+	"sql": sqlprovider.Open,
+}
+
+func openProvider(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
+	open, ok := providerTypes[p.Type]
+	if !ok {
+		return nil, fmt.Errorf("provider %s: type %q is not available in this build of electd yet", p.Ref(), p.Type)
+	}
+	return open(ctx, p, log)
+}

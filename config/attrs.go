@@ -1,0 +1,284 @@
+package config
+
+import (
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// eventAttrs is how diagnostics name the attributes that may use `event`.
+const eventAttrs = "command, env and dir of run, task and exec blocks, and url, body and headers of webhook blocks"
+
+// attrs decodes the attributes of one block. Every helper appends its
+// problems to diags and returns a usable value (the default) on error, so
+// decoding goes on and one run reports every problem.
+type attrs struct {
+	a     hcl.Attributes
+	ctx   fileCtx
+	diags *hcl.Diagnostics
+}
+
+func (l *loader) attrs(a hcl.Attributes, block *hcl.Block, diags *hcl.Diagnostics) attrs {
+	return attrs{a: a, ctx: l.contexts(block.DefRange.Filename), diags: diags}
+}
+
+func (b attrs) add(d ...*hcl.Diagnostic) { *b.diags = append(*b.diags, d...) }
+
+// rangeOf is the range of an attribute's expression, or fallback when unset.
+func (b attrs) rangeOf(name string, fallback hcl.Range) hcl.Range {
+	if a, ok := b.a[name]; ok {
+		return a.Expr.Range()
+	}
+	return fallback
+}
+
+// value evaluates an attribute at load time, where no variables exist, and
+// converts it to want. It returns a null value when the attribute is unset
+// or null, and an unknown value when it could not be evaluated (the problem
+// is reported).
+func (b attrs) value(name string, want cty.Type) (cty.Value, *hcl.Attribute) {
+	a, ok := b.a[name]
+	if !ok {
+		return cty.NullVal(want), nil
+	}
+	if vars := a.Expr.Variables(); len(vars) > 0 {
+		for _, tr := range vars {
+			b.add(errorf(tr.SourceRange(), "Variables not allowed",
+				"The %q argument is evaluated when the configuration is loaded, where no variables exist. The event object is only available in %s.", name, eventAttrs))
+		}
+		return cty.UnknownVal(want), a
+	}
+	v, d := a.Expr.Value(b.ctx.static)
+	b.add(d...)
+	if d.HasErrors() {
+		return cty.UnknownVal(want), a
+	}
+	v, err := convert.Convert(v, want)
+	if err != nil {
+		b.add(errorf(a.Expr.Range(), "Incorrect attribute value type",
+			"Inappropriate value for attribute %q: %s.", name, err))
+		return cty.UnknownVal(want), a
+	}
+	if !v.IsKnown() {
+		return cty.UnknownVal(want), a
+	}
+	return v, a
+}
+
+func (b attrs) str(name, def string) string {
+	v, _ := b.value(name, cty.String)
+	if v.IsNull() || !v.IsKnown() {
+		return def
+	}
+	return v.AsString()
+}
+
+// enum is a string attribute that must be one of allowed. The value itself is
+// not repeated in the detail: it may have come from env().
+func (b attrs) enum(name, def string, allowed ...string) string {
+	v, a := b.value(name, cty.String)
+	if v.IsNull() || !v.IsKnown() {
+		return def
+	}
+	s := v.AsString()
+	for _, x := range allowed {
+		if s == x {
+			return s
+		}
+	}
+	b.add(errorf(a.Expr.Range(), "Invalid "+name,
+		"The %s must be one of %s.", name, quoteList(allowed)))
+	return def
+}
+
+func (b attrs) boolean(name string, def bool) bool {
+	v, _ := b.value(name, cty.Bool)
+	if v.IsNull() || !v.IsKnown() {
+		return def
+	}
+	return v.True()
+}
+
+func (b attrs) integer(name string, def int) (int, bool) {
+	v, a := b.value(name, cty.Number)
+	if v.IsNull() || !v.IsKnown() {
+		return def, v.IsNull()
+	}
+	bf := v.AsBigFloat()
+	i, acc := bf.Int64()
+	if acc != big.Exact || i > 1<<31 || i < -(1<<31) {
+		b.add(errorf(a.Expr.Range(), "Invalid number", "The %s must be a whole number.", name))
+		return def, false
+	}
+	return int(i), true
+}
+
+func (b attrs) strList(name string) []string {
+	v, a := b.value(name, cty.List(cty.String))
+	if v.IsNull() || !v.IsKnown() {
+		return nil
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || !e.IsKnown() {
+			b.add(errorf(a.Expr.Range(), "Invalid list element", "The elements of %s must not be null.", name))
+			return nil
+		}
+		out = append(out, e.AsString())
+	}
+	return out
+}
+
+// duration is a Go duration string; negative durations are rejected.
+// ok is false when the attribute was set but invalid.
+func (b attrs) duration(name string, def time.Duration) (d time.Duration, ok bool) {
+	v, a := b.value(name, cty.String)
+	if v.IsNull() {
+		return def, true
+	}
+	if !v.IsKnown() {
+		return def, false
+	}
+	d, err := time.ParseDuration(v.AsString())
+	if err != nil {
+		b.add(errorf(a.Expr.Range(), "Invalid duration",
+			"The %s must be a Go duration string such as \"500ms\", \"30s\", \"5m\" or \"1h30m\".", name))
+		return def, false
+	}
+	if d < 0 {
+		b.add(errorf(a.Expr.Range(), "Invalid duration", "The %s must not be negative.", name))
+		return def, false
+	}
+	return d, true
+}
+
+// eventValue checks an expression that is evaluated when an action fires:
+// it may use `event` and nothing else, only the attributes `event` has, and
+// must have the type wanted. It evaluates it with an unknown event so type
+// errors show at check time, and returns the result (unknown where it
+// depends on the event) with the expression to keep.
+func (b attrs) eventValue(name string, want cty.Type) (expr, cty.Value, *hcl.Attribute) {
+	a, ok := b.a[name]
+	if !ok {
+		return expr{}, cty.NullVal(want), nil
+	}
+	bad := false
+	for _, tr := range a.Expr.Variables() {
+		if tr.RootName() != "event" {
+			b.add(errorf(tr.SourceRange(), "Unknown variable",
+				"There is no variable named %q. Only the event object is available here; its attributes are %s.", tr.RootName(), eventAttrList()))
+			bad = true
+			continue
+		}
+		if len(tr) < 2 {
+			continue
+		}
+		var attr string
+		switch s := tr[1].(type) {
+		case hcl.TraverseAttr:
+			attr = s.Name
+		case hcl.TraverseIndex:
+			if s.Key.Type() == cty.String && s.Key.IsKnown() && !s.Key.IsNull() {
+				attr = s.Key.AsString()
+			}
+		}
+		if !EventType.HasAttribute(attr) {
+			b.add(errorf(tr[1].SourceRange(), "Unsupported attribute",
+				"The event object has no attribute %q. Its attributes are %s.", attr, eventAttrList()))
+			bad = true
+		}
+	}
+	x := expr{e: a.Expr, ctx: b.ctx.runtime}
+	if bad {
+		return x, cty.UnknownVal(want), a
+	}
+	ctx := b.ctx.static.NewChild()
+	ctx.Variables = map[string]cty.Value{"event": cty.UnknownVal(EventType)}
+	v, d := a.Expr.Value(ctx)
+	b.add(d...)
+	if d.HasErrors() {
+		return x, cty.UnknownVal(want), a
+	}
+	v, err := convert.Convert(v, want)
+	if err != nil {
+		b.add(errorf(a.Expr.Range(), "Incorrect attribute value type",
+			"Inappropriate value for attribute %q: %s.", name, err))
+		return x, cty.UnknownVal(want), a
+	}
+	if v.IsNull() {
+		b.add(errorf(a.Expr.Range(), "Invalid value", "The %s must not be null.", name))
+		return x, cty.UnknownVal(want), a
+	}
+	return x, v, a
+}
+
+func (b attrs) eventString(name string) (String, cty.Value, *hcl.Attribute) {
+	x, v, a := b.eventValue(name, cty.String)
+	return String{x}, v, a
+}
+
+func (b attrs) eventMap(name string) StringMap {
+	x, v, a := b.eventValue(name, cty.Map(cty.String))
+	if v.IsKnown() && !v.IsNull() {
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			if e.IsNull() {
+				// The key is the operator's own name, not a value.
+				b.add(errorf(a.Expr.Range(), "Invalid value", "The value of %q in %s must not be null.", k.AsString(), name))
+			}
+		}
+	}
+	return StringMap{x}
+}
+
+// command checks the argv list of a run, task or exec block.
+func (b attrs) command(block *hcl.Block) StringList {
+	x, v, a := b.eventValue("command", cty.List(cty.String))
+	if a == nil {
+		return StringList{}
+	}
+	if v.IsKnown() && !v.IsNull() {
+		if v.LengthInt() == 0 {
+			b.add(errorf(a.Expr.Range(), "Empty command",
+				"The command must list at least the program to run, such as [\"/usr/local/bin/sync\", \"--once\"]."))
+		}
+		for it := v.ElementIterator(); it.Next(); {
+			if _, e := it.Element(); e.IsNull() {
+				b.add(errorf(a.Expr.Range(), "Invalid value", "The elements of command must not be null."))
+				break
+			}
+		}
+	}
+	return StringList{x}
+}
+
+func eventAttrList() string {
+	var names []string
+	for n := range EventType.AttributeTypes() {
+		names = append(names, n)
+	}
+	return joinQuoted(sortedStrings(names), "and")
+}
+
+// quoteList is `"a", "b" or "c"`.
+func quoteList(xs []string) string { return joinQuoted(xs, "or") }
+
+func joinQuoted(xs []string, conj string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	switch len(q) {
+	case 0:
+		return ""
+	case 1:
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " " + conj + " " + q[len(q)-1]
+}

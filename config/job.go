@@ -1,0 +1,470 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/robfig/cron/v3"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// DefaultRestartWait is the pause between restarts of a run command.
+const DefaultRestartWait = time.Second
+
+// Hook blocks; each may appear at most once per job (its exec and webhook
+// blocks already give order and multiplicity; a second block of the same
+// kind is more likely a mistake than a wish).
+const (
+	hookElected      = "on_elected"
+	hookDemoted      = "on_demoted"
+	hookLeaderChange = "on_leader_change"
+)
+
+var jobSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "provider"},
+		{Name: "mode"},
+		{Name: "ttl"},
+		{Name: "renew_every"},
+		{Name: "retry_every"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "run"},
+		{Type: "task"},
+		{Type: hookElected},
+		{Type: hookDemoted},
+		{Type: hookLeaderChange},
+	},
+}
+
+var runSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "command", Required: true},
+		{Name: "env"},
+		{Name: "dir"},
+		{Name: "stop_signal"},
+		{Name: "stop_timeout"},
+		{Name: "restart"},
+		{Name: "restart_wait"},
+	},
+}
+
+var taskSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "schedule", Required: true},
+		{Name: "command", Required: true},
+		{Name: "env"},
+		{Name: "dir"},
+		{Name: "timeout"},
+		{Name: "stop_signal"},
+		{Name: "stop_timeout"},
+	},
+}
+
+var hookSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: ActionExec}, {Type: ActionWebhook}},
+}
+
+var execSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "command", Required: true},
+		{Name: "env"},
+		{Name: "dir"},
+		{Name: "timeout"},
+	},
+}
+
+var webhookSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "url", Required: true},
+		{Name: "body"},
+		{Name: "headers"},
+		{Name: "secret"},
+		{Name: "timeout"},
+		{Name: "max_attempts"},
+		{Name: "ca_file"},
+	},
+}
+
+var jobNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// jobDecl is a decoded job block with what resolution, diagnostics and the
+// fingerprint need.
+type jobDecl struct {
+	Job
+	DeclRange    hcl.Range
+	providerExpr hcl.Expression // nil when omitted
+	providerRef  string         // "TYPE.NAME" as written; "" when omitted or invalid
+	src          []byte
+	reads        reads
+}
+
+func (l *loader) decodeJobs(blocks []*hcl.Block) ([]*jobDecl, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	var out []*jobDecl
+	seen := map[string]*jobDecl{}
+	for _, b := range blocks {
+		j, d := l.decodeJobBlock(b)
+		diags = append(diags, d...)
+		if prev, ok := seen[j.Name]; ok {
+			diags = append(diags, errorf(b.LabelRanges[0], "Duplicate job",
+				"A job named %q was already declared at %s. Job names must be unique across all files: they are the lease keys.", j.Name, prev.DeclRange))
+			continue
+		}
+		seen[j.Name] = j
+		out = append(out, j)
+	}
+	return out, diags
+}
+
+func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
+	l.startReads()
+	defer l.endReads()
+	content, diags := block.Body.Content(jobSchema)
+	j := &jobDecl{DeclRange: block.DefRange}
+	j.Name = block.Labels[0]
+	if !jobNameRe.MatchString(j.Name) {
+		diags = append(diags, errorf(block.LabelRanges[0], "Invalid job name",
+			"A job name must start with a letter or digit and hold only letters, digits, \"_\", \".\" and \"-\"; it is the lease key in every store."))
+	}
+	b := l.attrs(content.Attributes, block, &diags)
+
+	if a, ok := content.Attributes["provider"]; ok {
+		j.providerExpr = a.Expr
+		tr, d := hcl.AbsTraversalForExpr(a.Expr)
+		if d.HasErrors() || len(tr) != 2 {
+			diags = append(diags, errorf(a.Expr.Range(), "Invalid provider reference",
+				"The provider must be a reference TYPE.NAME without quotes, such as sql.main."))
+		} else if attr, ok := tr[1].(hcl.TraverseAttr); ok {
+			j.providerRef = tr.RootName() + "." + attr.Name
+		} else {
+			diags = append(diags, errorf(a.Expr.Range(), "Invalid provider reference",
+				"The provider must be a reference TYPE.NAME without quotes, such as sql.main."))
+		}
+	}
+	j.Mode = b.enum("mode", ModeLeader, ModeLeader, ModeLock)
+	ttl, ttlOK := b.duration("ttl", DefaultTTL)
+	renew, renewOK := b.duration("renew_every", DefaultRenewEvery)
+	retry, retryOK := b.duration("retry_every", DefaultRetryEvery)
+	j.TTL, j.RenewEvery, j.RetryEvery = ttl, renew, retry
+	if ttlOK && ttl == 0 {
+		diags = append(diags, errorf(b.rangeOf("ttl", block.DefRange), "Invalid ttl", "The ttl must be longer than zero."))
+		ttlOK = false
+	}
+	if renewOK && renew == 0 {
+		diags = append(diags, errorf(b.rangeOf("renew_every", block.DefRange), "Invalid renew_every", "The renew_every must be longer than zero."))
+		renewOK = false
+	}
+	if retryOK && retry == 0 {
+		diags = append(diags, errorf(b.rangeOf("retry_every", block.DefRange), "Invalid retry_every",
+			"The retry_every must be longer than zero: it is the pause between attempts to take the lease."))
+	}
+
+	hooks := map[string]*hcl.Block{}
+	var runBlock, taskBlock *hcl.Block
+	for _, sub := range content.Blocks {
+		switch sub.Type {
+		case "run", "task":
+			if prev := firstNonNil(runBlock, taskBlock); prev != nil {
+				summary, detail := "Conflicting run and task", "A job has at most one of run and task; this job already has a %s block at %s."
+				if prev.Type == sub.Type {
+					summary, detail = "Duplicate "+sub.Type+" block", "A job has at most one %s block; the first is at %s."
+				}
+				diags = append(diags, errorf(sub.DefRange, summary, detail, prev.Type, prev.DefRange))
+				continue
+			}
+			if sub.Type == "run" {
+				runBlock = sub
+				r, d := l.decodeRunBlock(sub)
+				diags = append(diags, d...)
+				j.Run = r
+			} else {
+				taskBlock = sub
+				t, d := l.decodeTaskBlock(sub)
+				diags = append(diags, d...)
+				j.Task = t
+			}
+		default:
+			if prev, ok := hooks[sub.Type]; ok {
+				diags = append(diags, errorf(sub.DefRange, "Duplicate hook block",
+					"This job already has an %s block at %s. Put all of its exec and webhook blocks in one %s block; they fire in the order written.", sub.Type, prev.DefRange, sub.Type))
+				continue
+			}
+			hooks[sub.Type] = sub
+			actions, d := l.decodeHookBlock(sub)
+			diags = append(diags, d...)
+			switch sub.Type {
+			case hookElected:
+				j.OnElected = actions
+			case hookDemoted:
+				j.OnDemoted = actions
+			case hookLeaderChange:
+				j.OnLeaderChange = actions
+			}
+		}
+	}
+	if j.Mode == ModeLock && j.Task == nil {
+		diags = append(diags, errorf(b.rangeOf("mode", block.DefRange), "Lock mode needs a task",
+			"A job with mode = \"lock\" takes the lease for each run of a scheduled task and then releases it, so it needs a task block (and no run block)."))
+	}
+
+	if ttlOK && renewOK {
+		diags = append(diags, checkTiming(j.Job, b, block)...)
+	}
+	j.src = l.blockSource(block)
+	j.reads = l.cur
+	return j, diags
+}
+
+func firstNonNil(bs ...*hcl.Block) *hcl.Block {
+	for _, b := range bs {
+		if b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// checkTiming applies the safety rule of SPEC §2: the leader must get two
+// renewal attempts, and then time to stop its work, before 99% of the ttl.
+func checkTiming(j Job, b attrs, block *hcl.Block) hcl.Diagnostics {
+	ttl, renew, stop := j.TTL, j.RenewEvery, j.StopTimeout()
+	if renew >= ttl {
+		return hcl.Diagnostics{errorf(b.rangeOf("renew_every", b.rangeOf("ttl", block.DefRange)), "Invalid renew_every",
+			"The renew_every (%s) must be shorter than the ttl (%s): the lease would expire before it is renewed.", renew, ttl)}
+	}
+	budget := float64(ttl) * 0.99
+	if float64(2*renew+stop) < budget {
+		return nil
+	}
+	// The smallest whole-second ttl, and the largest renew_every (in
+	// 100ms steps), that satisfy the rule.
+	minTTL := time.Duration(math.Floor(float64(2*renew+stop)/0.99/float64(time.Second))+1) * time.Second
+	maxRenew := time.Duration(math.Ceil((budget-float64(stop))/2/float64(100*time.Millisecond))-1) * 100 * time.Millisecond
+	detail := fmt.Sprintf("The leader must get at least two renewal attempts, and then stop its work, before 99%% of the ttl: renew_every×2 + stop_timeout (%s) must be less than ttl×0.99 (%s). Raise ttl to at least %s",
+		2*renew+stop, time.Duration(budget), minTTL)
+	if maxRenew > 0 {
+		detail += fmt.Sprintf(", or lower renew_every to at most %s", maxRenew)
+	} else if stop > 0 {
+		detail += ", or lower stop_timeout"
+	}
+	detail += "."
+	return hcl.Diagnostics{errorf(b.rangeOf("ttl", b.rangeOf("renew_every", block.DefRange)), "Unsafe lease timing", "%s", detail)}
+}
+
+// signals are the Unix signals stop_signal accepts, without "SIG".
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "ILL": syscall.SIGILL,
+	"TRAP": syscall.SIGTRAP, "ABRT": syscall.SIGABRT, "BUS": syscall.SIGBUS, "FPE": syscall.SIGFPE,
+	"KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1, "SEGV": syscall.SIGSEGV, "USR2": syscall.SIGUSR2,
+	"PIPE": syscall.SIGPIPE, "ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM, "CHLD": syscall.SIGCHLD,
+	"CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP, "TSTP": syscall.SIGTSTP, "TTIN": syscall.SIGTTIN,
+	"TTOU": syscall.SIGTTOU, "URG": syscall.SIGURG, "XCPU": syscall.SIGXCPU, "XFSZ": syscall.SIGXFSZ,
+	"VTALRM": syscall.SIGVTALRM, "PROF": syscall.SIGPROF, "WINCH": syscall.SIGWINCH, "IO": syscall.SIGIO,
+	"SYS": syscall.SIGSYS,
+}
+
+// ParseSignal accepts "SIGTERM", "TERM" or "sigterm".
+func ParseSignal(name string) (syscall.Signal, bool) {
+	n := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG")
+	s, ok := signals[n]
+	return s, ok
+}
+
+func (b attrs) signal(name string) syscall.Signal {
+	v, a := b.value(name, cty.String)
+	if v.IsNull() || !v.IsKnown() {
+		return syscall.SIGTERM
+	}
+	s, ok := ParseSignal(v.AsString())
+	if !ok {
+		var names []string
+		for n := range signals {
+			names = append(names, "SIG"+n)
+		}
+		sort.Strings(names)
+		b.add(errorf(a.Expr.Range(), "Invalid stop signal",
+			"The %s must name a Unix signal, such as \"SIGTERM\" or \"TERM\". Known signals: %s.", name, strings.Join(names, ", ")))
+		return syscall.SIGTERM
+	}
+	return s
+}
+
+func (b attrs) commandBlock(block *hcl.Block) Command {
+	dir, _, _ := b.eventString("dir")
+	return Command{Argv: b.command(block), Env: b.eventMap("env"), Dir: dir}
+}
+
+func (l *loader) decodeRunBlock(block *hcl.Block) (*Run, hcl.Diagnostics) {
+	content, diags := block.Body.Content(runSchema)
+	b := l.attrs(content.Attributes, block, &diags)
+	r := &Run{Command: b.commandBlock(block)}
+	r.StopSignal = b.signal("stop_signal")
+	r.StopTimeout, _ = b.duration("stop_timeout", DefaultStopTimeout)
+	r.Restart = b.enum("restart", RestartOnFailure, RestartAlways, RestartOnFailure, RestartNever)
+	r.RestartWait, _ = b.duration("restart_wait", DefaultRestartWait)
+	return r, diags
+}
+
+// cronParser takes 5-field expressions and descriptors (@hourly, @every 1m).
+func cronParser() cron.Parser {
+	return cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+}
+
+func (l *loader) decodeTaskBlock(block *hcl.Block) (*Task, hcl.Diagnostics) {
+	content, diags := block.Body.Content(taskSchema)
+	b := l.attrs(content.Attributes, block, &diags)
+	t := &Task{Command: b.commandBlock(block)}
+	if v, a := b.value("schedule", cty.String); v.IsKnown() && !v.IsNull() {
+		t.ScheduleText = v.AsString()
+		s, err := cronParser().Parse(t.ScheduleText)
+		if err != nil {
+			// cron's message quotes the expression; that is the schedule, not a secret.
+			b.add(errorf(a.Expr.Range(), "Invalid schedule",
+				"The schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, such as \"30 2 * * *\") or a descriptor such as \"@hourly\" or \"@every 10m\": %s.", err))
+		} else {
+			t.Schedule = s
+		}
+	}
+	t.Timeout, _ = b.duration("timeout", 0)
+	t.StopSignal = b.signal("stop_signal")
+	t.StopTimeout, _ = b.duration("stop_timeout", DefaultStopTimeout)
+	return t, diags
+}
+
+func (l *loader) decodeHookBlock(block *hcl.Block) ([]Action, hcl.Diagnostics) {
+	content, diags := block.Body.Content(hookSchema)
+	var out []Action
+	for _, sub := range content.Blocks {
+		switch sub.Type {
+		case ActionExec:
+			e, d := l.decodeExecBlock(sub)
+			diags = append(diags, d...)
+			out = append(out, Action{Kind: ActionExec, Exec: e})
+		case ActionWebhook:
+			w, d := l.decodeWebhookBlock(sub)
+			diags = append(diags, d...)
+			out = append(out, Action{Kind: ActionWebhook, Webhook: w})
+		}
+	}
+	return out, diags
+}
+
+func (l *loader) decodeExecBlock(block *hcl.Block) (*Exec, hcl.Diagnostics) {
+	content, diags := block.Body.Content(execSchema)
+	b := l.attrs(content.Attributes, block, &diags)
+	e := &Exec{Command: b.commandBlock(block)}
+	e.Timeout, _ = b.duration("timeout", DefaultExecTimeout)
+	return e, diags
+}
+
+func (l *loader) decodeWebhookBlock(block *hcl.Block) (*Webhook, hcl.Diagnostics) {
+	content, diags := block.Body.Content(webhookSchema)
+	b := l.attrs(content.Attributes, block, &diags)
+	w := &Webhook{}
+	var u cty.Value
+	var ua *hcl.Attribute
+	w.URL, u, ua = b.eventString("url")
+	if ua != nil && u.IsKnown() && !u.IsNull() {
+		// The URL is not repeated in the detail: it may carry a token.
+		pu, err := url.Parse(u.AsString())
+		switch {
+		case err != nil:
+			diags = append(diags, errorf(ua.Expr.Range(), "Invalid webhook URL", "The url is not a valid URL."))
+		case pu.Scheme != "http" && pu.Scheme != "https":
+			diags = append(diags, errorf(ua.Expr.Range(), "Invalid webhook URL", "The url must use http or https."))
+		case pu.Host == "":
+			diags = append(diags, errorf(ua.Expr.Range(), "Invalid webhook URL", "The url has no host."))
+		}
+	}
+	w.Body, _, _ = b.eventString("body")
+	w.Headers = b.eventMap("headers")
+	w.Secret = b.str("secret", "")
+	w.Timeout, _ = b.duration("timeout", DefaultWebhookTimeout)
+	if n, set := b.integer("max_attempts", DefaultWebhookAttempts); set || n != DefaultWebhookAttempts {
+		if n < 1 {
+			diags = append(diags, errorf(b.rangeOf("max_attempts", block.DefRange), "Invalid max_attempts",
+				"The max_attempts must be at least 1: it counts the first delivery."))
+			n = DefaultWebhookAttempts
+		}
+		w.MaxAttempts = n
+	} else {
+		w.MaxAttempts = DefaultWebhookAttempts
+	}
+	w.CAFile = b.str("ca_file", "")
+	return w, diags
+}
+
+// resolveProviders sets each job's provider reference, checks it names a
+// declared provider, and computes the fingerprints. declared is the number
+// of provider blocks in the files (0 means the embedded default is used).
+func resolveProviders(jobs []*jobDecl, provs []*providerDecl, declared int) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	byRef := map[string]*providerDecl{}
+	var refs []string
+	for _, p := range provs {
+		byRef[p.Ref()] = p
+		refs = append(refs, p.Ref())
+	}
+	for _, j := range jobs {
+		var p *providerDecl
+		switch {
+		case j.providerExpr == nil && len(provs) == 1:
+			p = provs[0]
+		case j.providerExpr == nil:
+			diags = append(diags, errorf(j.DeclRange, "Missing provider",
+				"This configuration declares %d providers (%s), so the job must say which one it uses, such as provider = %s.", len(provs), strings.Join(refs, ", "), refs[0]))
+		case j.providerRef != "":
+			var ok bool
+			if p, ok = byRef[j.providerRef]; !ok {
+				detail := fmt.Sprintf("No provider %s is declared. The declared providers are %s.", j.providerRef, strings.Join(refs, ", "))
+				if declared == 0 {
+					detail = fmt.Sprintf("No provider %s is declared. Without provider blocks the only provider is the embedded default, sql.default.", j.providerRef)
+				}
+				diags = append(diags, errorf(j.providerExpr.Range(), "Reference to undeclared provider", "%s", detail))
+			}
+		}
+		if p == nil {
+			continue
+		}
+		j.Provider = p.Ref()
+		j.Fingerprint = fingerprint(j, p)
+	}
+	return diags
+}
+
+// fingerprint is a sha256 over the job block's source text, its provider
+// block's source text, and the env() and file() values both read (sorted by
+// name). Anything that can change how the job runs changes one of those;
+// comments and formatting count too, which only costs an unneeded handover.
+func fingerprint(j *jobDecl, p *providerDecl) string {
+	h := sha256.New()
+	write := func(b []byte) {
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	write(j.src)
+	write(p.src)
+	for _, r := range []reads{j.reads, p.reads} {
+		var keys []string
+		for k := range r {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			write([]byte(k))
+			write([]byte(r[k]))
+		}
+		write(nil)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

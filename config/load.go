@@ -1,0 +1,252 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// loader holds the state of one Load call: the parsed files (for snippets),
+// the evaluation contexts of each file and the reads of the block being
+// decoded.
+type loader struct {
+	parser *hclparse.Parser
+	files  map[string]*hcl.File
+	ctxs   map[string]fileCtx
+	// cur collects the env() and file() reads of the block being decoded;
+	// each file's static context records into it through a pointer.
+	cur reads
+}
+
+type fileCtx struct {
+	static, runtime *hcl.EvalContext
+}
+
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "agent"},
+		{Type: "provider", LabelNames: []string{"type", "name"}},
+		{Type: "job", LabelNames: []string{"name"}},
+	},
+}
+
+// Load reads the configuration at paths (files, or directories whose *.hcl
+// and *.hcl.json files are read in name order) and merges it into one
+// Config. The returned Diagnostics is never nil; when it has errors the
+// Config is nil. Load never panics on any input.
+func Load(paths []string) (cfg *Config, diags *Diagnostics) {
+	l := &loader{parser: hclparse.NewParser(), ctxs: map[string]fileCtx{}}
+	diags = &Diagnostics{}
+	defer func() {
+		// A bug in decoding must not take the agent down with a stack
+		// trace on a configuration typo; report it like any other problem.
+		if r := recover(); r != nil {
+			cfg = nil
+			diags.diags = append(diags.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Internal error",
+				Detail:   fmt.Sprintf("electd failed while reading the configuration: %v. Please report this bug.", r),
+			})
+		}
+	}()
+	cfg, d := l.load(paths)
+	l.files = l.parser.Files()
+	diags.files = l.files
+	diags.diags = cleanDiags(d)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return cfg, diags
+}
+
+func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	if len(paths) == 0 {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No configuration given",
+			Detail:   "Give at least one configuration file or directory.",
+		}}
+	}
+	var names []string
+	for _, p := range paths {
+		fs, err := configFiles(p)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot read configuration",
+				Detail:   err.Error() + ".",
+			})
+			continue
+		}
+		names = append(names, fs...)
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if len(names) == 0 {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No configuration files",
+			Detail:   fmt.Sprintf("No *.hcl or *.hcl.json files were found in %s.", strings.Join(paths, ", ")),
+		}}
+	}
+	var files []*hcl.File
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue // the same file given twice is read once
+		}
+		seen[name] = true
+		var f *hcl.File
+		var d hcl.Diagnostics
+		if strings.HasSuffix(name, ".json") {
+			f, d = l.parser.ParseJSONFile(name)
+		} else {
+			f, d = l.parser.ParseHCLFile(name)
+		}
+		diags = append(diags, d...)
+		if f != nil {
+			files = append(files, f)
+		}
+	}
+	// Decoding a file that does not parse reports problems that are only
+	// echoes of the syntax error; fix the syntax first.
+	if diags.HasErrors() {
+		return nil, diags
+	}
+
+	var agents, providers, jobs []*hcl.Block
+	for _, f := range files {
+		content, d := f.Body.Content(rootSchema)
+		diags = append(diags, d...)
+		for _, b := range content.Blocks {
+			switch b.Type {
+			case "agent":
+				agents = append(agents, b)
+			case "provider":
+				providers = append(providers, b)
+			case "job":
+				jobs = append(jobs, b)
+			}
+		}
+	}
+
+	cfg := &Config{}
+	agent, d := l.decodeAgents(agents)
+	diags = append(diags, d...)
+	cfg.Agent = agent
+
+	provs, d := l.decodeProviders(providers)
+	diags = append(diags, d...)
+	decls, d := l.decodeJobs(jobs)
+	diags = append(diags, d...)
+	diags = append(diags, resolveProviders(decls, provs, len(providers))...)
+	for _, p := range provs {
+		cfg.Providers = append(cfg.Providers, p.Provider)
+	}
+	for _, j := range decls {
+		cfg.Jobs = append(cfg.Jobs, j.Job)
+	}
+	return cfg, diags
+}
+
+// configFiles lists the configuration files at path: the file itself, or
+// the *.hcl and *.hcl.json files of a directory, sorted.
+func configFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s: %v", path, pe.Err)
+		}
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, unwrapPathErr(err))
+	}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".hcl") || strings.HasSuffix(n, ".hcl.json")) {
+			continue
+		}
+		out = append(out, filepath.Join(path, n))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// contexts returns the evaluation contexts of the file a range is in.
+func (l *loader) contexts(filename string) fileCtx {
+	c, ok := l.ctxs[filename]
+	if !ok {
+		c.static, c.runtime = evalContexts(filename, &l.cur)
+		l.ctxs[filename] = c
+	}
+	return c
+}
+
+// startReads begins collecting the reads of one block.
+func (l *loader) startReads() { l.cur = reads{} }
+
+// endReads returns the reads collected since startReads.
+func (l *loader) endReads() reads {
+	r := l.cur
+	l.cur = nil
+	return r
+}
+
+// blockSource is the source text of a block, for fingerprints. JSON bodies
+// have no single range for a block; their whole file stands in.
+func (l *loader) blockSource(b *hcl.Block) []byte {
+	f := l.parser.Files()[b.DefRange.Filename]
+	if f == nil {
+		return nil
+	}
+	if body, ok := b.Body.(*hclsyntax.Body); ok {
+		r := hcl.RangeBetween(b.DefRange, body.SrcRange)
+		if r.Start.Byte >= 0 && r.End.Byte <= len(f.Bytes) && r.Start.Byte <= r.End.Byte {
+			return f.Bytes[r.Start.Byte:r.End.Byte]
+		}
+	}
+	return f.Bytes
+}
+
+// cleanDiags gives function-call failures of env() their own summary, and
+// drops the expression and context HCL attaches to evaluation errors: the
+// text writer would print the values of the variables involved.
+func cleanDiags(diags hcl.Diagnostics) hcl.Diagnostics {
+	for _, d := range diags {
+		if extra, ok := hcl.DiagnosticExtra[hclsyntax.FunctionCallDiagExtra](d); ok {
+			var unset envUnsetError
+			if errors.As(extra.FunctionCallError(), &unset) {
+				d.Summary = "Environment variable not set"
+				d.Detail = fmt.Sprintf("The environment variable %s is not set. Set it, or give env() a default: env(%q, \"...\").", unset.name, unset.name)
+			}
+		}
+		d.Expression = nil
+		d.EvalContext = nil
+	}
+	return diags
+}
+
+func errorf(subject hcl.Range, summary, detail string, args ...any) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(detail, args...),
+		Subject:  subject.Ptr(),
+	}
+}

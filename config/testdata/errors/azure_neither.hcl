@@ -1,0 +1,3 @@
+provider "azure_blob" "a" { # ERROR: Missing required argument
+  container = "c"
+}

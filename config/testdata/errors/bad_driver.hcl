@@ -1,0 +1,4 @@
+provider "sql" "main" {
+  driver = "oracle" # ERROR: Invalid driver
+  dsn    = "x"
+}

@@ -1,0 +1,3 @@
+agent {
+  listen = "8790" # ERROR: Invalid listen address
+}

@@ -1,0 +1,4 @@
+provider "sql" "my-db" { # ERROR: Invalid provider name
+  driver = "sqlite"
+  dsn    = "x.db"
+}

@@ -1,0 +1,3 @@
+provider "zookeeper" "zk" { # ERROR: Unknown provider type
+  hosts = ["zk:2181"]
+}

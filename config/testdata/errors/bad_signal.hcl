@@ -1,0 +1,6 @@
+job "a" {
+  run {
+    command     = ["x"]
+    stop_signal = "SIGSTOPPLEASE" # ERROR: Invalid stop signal
+  }
+}

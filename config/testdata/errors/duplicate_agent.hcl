@@ -1,0 +1,2 @@
+agent { node_id = "a" }
+agent { node_id = "b" } # ERROR: Duplicate agent block

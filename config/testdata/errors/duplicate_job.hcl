@@ -1,0 +1,2 @@
+job "a" {}
+job "a" {} # ERROR: Duplicate job

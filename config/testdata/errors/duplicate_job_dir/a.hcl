@@ -1,0 +1,3 @@
+job "sync" {
+  run { command = ["a"] }
+}

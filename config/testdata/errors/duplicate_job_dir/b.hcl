@@ -1,0 +1,3 @@
+job "sync" { # ERROR: Duplicate job
+  run { command = ["b"] }
+}

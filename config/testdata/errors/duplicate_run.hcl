@@ -1,0 +1,4 @@
+job "a" {
+  run { command = ["x"] }
+  run { command = ["y"] } # ERROR: Duplicate run block
+}

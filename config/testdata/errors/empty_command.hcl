@@ -1,0 +1,5 @@
+job "a" {
+  run {
+    command = [] # ERROR: Empty command
+  }
+}

@@ -1,0 +1,4 @@
+provider "etcd" "e" {
+  endpoints    = [] # ERROR: Empty endpoints
+  dial_timeout = "soon" # ERROR: Invalid duration
+}

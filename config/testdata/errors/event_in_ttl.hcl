@@ -1,0 +1,3 @@
+job "a" {
+  ttl = event.ttl # ERROR: Variables not allowed
+}

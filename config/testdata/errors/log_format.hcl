@@ -1,0 +1,3 @@
+agent {
+  log_format = "yaml" # ERROR: Invalid log_format
+}

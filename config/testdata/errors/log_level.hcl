@@ -1,0 +1,3 @@
+agent {
+  log_level = "verbose" # ERROR: Invalid log_level
+}

@@ -1,0 +1,5 @@
+job "a" {
+  run { # ERROR: Missing required argument
+    dir = "/tmp"
+  }
+}

@@ -1,0 +1,5 @@
+job "a" {
+  task { # ERROR: Missing required argument
+    command = ["x"]
+  }
+}

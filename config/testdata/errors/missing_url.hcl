@@ -1,0 +1,7 @@
+job "a" {
+  on_elected {
+    webhook { # ERROR: Missing required argument
+      body = "{}"
+    }
+  }
+}

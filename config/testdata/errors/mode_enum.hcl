@@ -1,0 +1,3 @@
+job "a" {
+  mode = "follower" # ERROR: Invalid mode
+}

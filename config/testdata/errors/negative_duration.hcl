@@ -1,0 +1,8 @@
+job "a" {
+  on_elected {
+    exec {
+      command = ["x"]
+      timeout = "-1s" # ERROR: Invalid duration
+    }
+  }
+}

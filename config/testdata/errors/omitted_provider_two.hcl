@@ -1,0 +1,10 @@
+provider "sql" "a" {
+  driver = "sqlite"
+  dsn    = "a.db"
+}
+provider "sql" "b" {
+  driver = "sqlite"
+  dsn    = "b.db"
+}
+job "a" { # ERROR: Missing provider
+}

@@ -1,0 +1,6 @@
+job "a" {
+  run {
+    command = ["x"]
+    restart = "unless-stopped" # ERROR: Invalid restart
+  }
+}

@@ -1,0 +1,3 @@
+job "a" {
+  retry_every = "0s" # ERROR: Invalid retry_every
+}

@@ -1,0 +1,7 @@
+job "a" {
+  run { command = ["x"] }
+  task { # ERROR: Conflicting run and task
+    schedule = "@hourly"
+    command  = ["y"]
+  }
+}

@@ -1,0 +1,3 @@
+job "a" {
+  ttl = # ERROR: Invalid expression
+}

@@ -1,0 +1,3 @@
+agent {
+  node = "n1" # ERROR: Unsupported argument
+}

@@ -1,0 +1,8 @@
+job "a" {
+  on_elected {
+    exec {
+      command = ["x"]
+      shell   = true # ERROR: Unsupported argument
+    }
+  }
+}

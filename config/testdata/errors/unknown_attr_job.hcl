@@ -1,0 +1,3 @@
+job "a" {
+  lease_duration = "15s" # ERROR: Unsupported argument
+}

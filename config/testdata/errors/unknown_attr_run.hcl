@@ -1,0 +1,6 @@
+job "a" {
+  run {
+    command = ["x"]
+    user    = "nobody" # ERROR: Unsupported argument
+  }
+}

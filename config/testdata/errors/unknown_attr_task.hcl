@@ -1,0 +1,7 @@
+job "a" {
+  task {
+    schedule = "@hourly"
+    command  = ["x"]
+    restart  = "always" # ERROR: Unsupported argument
+  }
+}

@@ -1,0 +1,1 @@
+region = "eu" # ERROR: Unsupported argument

@@ -1,0 +1,5 @@
+job "a" {
+  run {
+    command = [shell("x")] # ERROR: Call to unknown function
+  }
+}

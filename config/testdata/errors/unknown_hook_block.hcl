@@ -1,0 +1,5 @@
+job "a" {
+  on_elected {
+    shell { command = "x" } # ERROR: Unsupported block type
+  }
+}

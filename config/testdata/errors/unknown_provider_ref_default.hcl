@@ -1,0 +1,3 @@
+job "a" {
+  provider = etcd.main # ERROR: Reference to undeclared provider
+}

@@ -1,0 +1,5 @@
+job "a" {
+  run {
+    command = ["x", var.thing] # ERROR: Unknown variable
+  }
+}

@@ -1,0 +1,5 @@
+job "a" {
+  run {
+    command = "ls -l" # ERROR: Incorrect attribute value type
+  }
+}

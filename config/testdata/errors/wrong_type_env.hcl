@@ -1,0 +1,6 @@
+job "a" {
+  run {
+    command = ["x"]
+    env     = "A=1" # ERROR: Incorrect attribute value type
+  }
+}

@@ -1,0 +1,3 @@
+job "a" {
+  ttl = ["30s"] # ERROR: Incorrect attribute value type
+}

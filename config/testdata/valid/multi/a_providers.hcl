@@ -1,0 +1,7 @@
+agent {
+  node_id = "n1"
+}
+provider "sql" "main" {
+  driver = "sqlite"
+  dsn    = "a.db"
+}

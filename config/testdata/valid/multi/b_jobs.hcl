@@ -1,0 +1,3 @@
+job "one" {
+  run { command = ["one"] }
+}

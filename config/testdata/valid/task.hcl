@@ -1,0 +1,25 @@
+provider "etcd" "e" { endpoints = ["127.0.0.1:2379"] }
+
+job "nightly-report" {
+  mode = "lock"
+  task {
+    schedule     = "30 2 * * *"
+    command      = ["/usr/local/bin/report", "--date", event.time]
+    timeout      = "10m"
+    stop_signal  = "SIGQUIT"
+    stop_timeout = "2s"
+  }
+}
+
+job "every-minute" {
+  task {
+    schedule = "@every 1m"
+    command  = ["/bin/true"]
+  }
+}
+
+job "hooks-only" {
+  on_leader_change {
+    exec { command = split(" ", "logger new leader ${event.leader}") }
+  }
+}
