@@ -112,19 +112,24 @@ func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 // healthz fails when any job's loop has completed no lease operation for
 // longer than its ttl.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
-	now := s.o.Now()
+	if wedged := Wedged(s.o.Agent.Jobs(), s.o.Now()); len(wedged) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// Wedged describes the jobs whose loop has completed no lease operation for
+// longer than their ttl (used by /healthz and the systemd watchdog).
+func Wedged(jobs []JobStatus, now time.Time) []string {
 	var wedged []string
-	for _, j := range s.o.Agent.Jobs() {
+	for _, j := range jobs {
 		if j.TTL > 0 && !j.LastLeaseOp.IsZero() && now.Sub(j.LastLeaseOp) > j.TTL {
 			wedged = append(wedged, fmt.Sprintf("%s: no lease operation completed for %s (ttl %s)",
 				j.Job, now.Sub(j.LastLeaseOp).Round(time.Second), j.TTL))
 		}
 	}
-	if len(wedged) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return wedged
 }
 
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -320,6 +320,9 @@ func cronParser() cron.Parser {
 	return cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 }
 
+// ParseSchedule parses a task schedule as `electd check` does.
+func ParseSchedule(s string) (cron.Schedule, error) { return cronParser().Parse(s) }
+
 func (l *loader) decodeTaskBlock(block *hcl.Block) (*Task, hcl.Diagnostics) {
 	content, diags := block.Body.Content(taskSchema)
 	b := l.attrs(content.Attributes, block, &diags)

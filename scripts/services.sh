@@ -92,8 +92,34 @@ datastore() {
 
 ferretdb() {
 	if [ -x "$cache/bin/ferretdb" ]; then return 0; fi
+	# Not `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.0`: that asks
+	# the proxy for the module's version list (a deprecation check), which the proxy
+	# refuses ("This module version is not available"), and a binary built that way
+	# panics without build/version/version.txt. Instead: download the module zip,
+	# build it in a writable copy with FerretDB's own go.mod and go.sum (so electd's
+	# go.mod stays out of it), with the version file written. ~1 min the first time.
 	log "building FerretDB v1.24.0 into .cache/bin (Go module proxy)"
-	GOBIN="$cache/bin" GOFLAGS=-mod=mod go install -tags ferretdb_no_hana github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.0
+	local tmp mod
+	tmp=$(mktemp -d)
+	mod=$(cd "$tmp" && GOFLAGS= go mod download -json github.com/FerretDB/FerretDB@v1.24.0 |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+	if [ -z "$mod" ] || [ ! -d "$mod" ]; then
+		log "could not download github.com/FerretDB/FerretDB@v1.24.0"
+		rm -rf "$tmp"
+		return 1
+	fi
+	cp -R "$mod/." "$tmp/src"
+	chmod -R u+w "$tmp/src"
+	echo v1.24.0 >"$tmp/src/build/version/version.txt"
+	if ! (cd "$tmp/src" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
+		go build -trimpath -o "$cache/bin/ferretdb.tmp" ./cmd/ferretdb) ||
+		! "$cache/bin/ferretdb.tmp" --version >/dev/null; then
+		log "building FerretDB failed"
+		rm -rf "$tmp" "$cache/bin/ferretdb.tmp"
+		return 1
+	fi
+	mv "$cache/bin/ferretdb.tmp" "$cache/bin/ferretdb"
+	rm -rf "$tmp"
 }
 
 want=${*:-postgres mariadb redis etcd azurite datastore ferretdb}

@@ -24,9 +24,9 @@ func stores(t *testing.T) map[string]struct {
 		handover time.Duration
 	}{
 		// SQLite has no notification: a waiting node notices a release on its next retry.
-		"sqlite": {fmt.Sprintf(`provider "sql" "s" { driver = "sqlite"  dsn = %q }`, sqlite), retryEvery*12/10 + time.Second},
+		"sqlite": {fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}", sqlite), retryEvery*12/10 + time.Second},
 		// PostgreSQL announces a release with NOTIFY: handover well under a second.
-		"postgres": {fmt.Sprintf(`provider "sql" "s" { driver = "postgres"  dsn = %q  table = %q }`, pg, table), time.Second},
+		"postgres": {fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"postgres\"\n  dsn = %q\n  table = %q\n}", pg, table), time.Second},
 	}
 }
 

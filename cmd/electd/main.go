@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/electd/electd/actions/proc"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	proc.MaybeShim() // electd re-executes itself to supervise each command
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 const usage = `Usage: electd <command> [flags]
 

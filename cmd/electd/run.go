@@ -56,6 +56,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	log := newLogger(cfg.Agent, stderr)
 	m := metrics.New(version, buildCommit())
+	shim, err := os.Executable()
+	if err != nil {
+		log.Warn("cannot find the electd executable: commands run without the parent-death supervisor", "error", err)
+		shim = ""
+	}
 	hooks := webhook.New(webhook.Options{
 		Logger:   log.Named("webhook"),
 		Version:  version,
@@ -65,6 +70,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		Logger:   log.Named("agent"),
 		Webhooks: hooks,
 		Metrics:  m,
+		Shim:     shim,
 		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
 			prov, err := openProvider(ctx, p, log.Named("provider").With("provider", p.Ref()))
 			if err != nil {
@@ -91,7 +97,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		srv = &http.Server{
-			Handler: api.Handler(api.Options{Agent: apiAgent{a}, Token: cfg.Agent.APIToken,
+			Handler: api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
 				Metrics: m.Handler(), Logger: log.Named("api")}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
@@ -137,7 +143,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		sdNotify(log, daemon.SdNotifyReady)
-		watchdog(ctx, log, func() bool { return healthy(a) })
+		watchdog(ctx, log, func() bool { return len(api.Wedged(a.Jobs(), time.Now())) == 0 })
 	}()
 
 	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", version)

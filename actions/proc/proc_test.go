@@ -1,0 +1,193 @@
+package proc
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the shim, and as a stand-in agent that the
+// tests kill -9 (ELECTD_PROC_TEST_AGENT names a pid file to write into).
+func TestMain(m *testing.M) {
+	MaybeShim()
+	if f := os.Getenv("ELECTD_PROC_TEST_AGENT"); f != "" {
+		os.Exit(fakeAgent(f))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeAgent starts a command whose grandchild writes its pid to pidFile,
+// then waits to be killed.
+func fakeAgent(pidFile string) int {
+	self, _ := os.Executable()
+	_, err := Start(Spec{
+		Argv: []string{"sh", "-c", `sleep 600 & echo $! > "$0"; wait`, pidFile},
+		Shim: self,
+	})
+	if err != nil {
+		return 1
+	}
+	time.Sleep(10 * time.Minute)
+	return 0
+}
+
+func self(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A zombie is dead for our purpose.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b))
+	return len(fields) > 2 && fields[2] != "Z"
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}, "the grandchild writes its pid")
+	return pid
+}
+
+func TestExitCodesAndOutput(t *testing.T) {
+	for _, shim := range []string{"", self(t)} {
+		for _, tc := range []struct {
+			name string
+			argv []string
+			code int
+		}{
+			{"zero", []string{"sh", "-c", "echo hello; exit 0"}, 0},
+			{"three", []string{"sh", "-c", "echo hello; exit 3"}, 3},
+			{"signal", []string{"sh", "-c", "echo hello; kill -USR1 $$"}, 128 + int(syscall.SIGUSR1)},
+		} {
+			t.Run(tc.name+map[bool]string{true: "/shim", false: "/direct"}[shim != ""], func(t *testing.T) {
+				var out bytes.Buffer
+				p, err := Start(Spec{Argv: tc.argv, Stdout: &out, Shim: shim, Env: []string{"X=1"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-p.Done()
+				if got := p.ExitCode(); got != tc.code {
+					t.Errorf("exit code %d, want %d", got, tc.code)
+				}
+				if out.String() != "hello\n" {
+					t.Errorf("output %q, want %q", out.String(), "hello\n")
+				}
+			})
+		}
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	if _, err := Start(Spec{Argv: []string{"/nonexistent/electd-test"}}); err == nil {
+		t.Error("direct start of a missing program succeeded")
+	}
+	p, err := Start(Spec{Argv: []string{"/nonexistent/electd-test"}, Shim: self(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if p.ExitCode() != 127 {
+		t.Errorf("shim exit code for a missing program: %d, want 127", p.ExitCode())
+	}
+}
+
+// Stop signals the whole group: a grandchild that ignores nothing dies with
+// the stop signal, and one that ignores it is killed after the grace.
+func TestStopKillsGroup(t *testing.T) {
+	for _, shim := range []string{"", self(t)} {
+		dir := t.TempDir()
+		pidFile := filepath.Join(dir, "pid")
+		// The grandchild ignores SIGTERM; the shell waits for it.
+		p, err := Start(Spec{
+			Argv: []string{"sh", "-c", `trap '' TERM; sh -c 'trap "" TERM; sleep 600' & echo $! > "$0"; wait`, pidFile},
+			Shim: shim,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc := readPid(t, pidFile)
+		start := time.Now()
+		if killed := p.Stop(syscall.SIGTERM, 300*time.Millisecond); !killed {
+			t.Error("Stop did not need SIGKILL for a group that ignores SIGTERM")
+		}
+		if time.Since(start) < 300*time.Millisecond {
+			t.Error("Stop returned before the grace")
+		}
+		if alive(gc) {
+			t.Errorf("grandchild %d survived Stop (shim=%v)", gc, shim != "")
+		}
+		if !p.Signaled() {
+			t.Error("Signaled() is false after Stop")
+		}
+	}
+}
+
+// When the command exits, whatever it left behind in its group goes too.
+func TestLeftoversKilledOnExit(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p, err := Start(Spec{Argv: []string{"sh", "-c", `sleep 600 & echo $! > "$0"`, pidFile}, Shim: self(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	gc := readPid(t, pidFile)
+	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the leftover grandchild dies")
+	if p.ExitCode() != 0 {
+		t.Errorf("exit code %d, want 0", p.ExitCode())
+	}
+}
+
+// kill -9 of the agent: the shim notices (parent-death signal) and kills the
+// group, grandchildren included.
+func TestAgentDeathKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	agent := exec.Command(self(t))
+	agent.Env = append(os.Environ(), "ELECTD_PROC_TEST_AGENT="+pidFile)
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gc := readPid(t, pidFile)
+	if !alive(gc) {
+		t.Fatal("grandchild not running")
+	}
+	agent.Process.Signal(syscall.SIGKILL)
+	agent.Wait()
+	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the grandchild dies with the agent")
+}
+

@@ -1,0 +1,12 @@
+// Package agent runs one election loop per job: candidate, leader, stepping
+// down. While it leads, a job supervises its `run` command or runs its
+// scheduled `task`; every change of leadership fires the job's hooks in
+// order.
+//
+// Safety comes first. A leader that sent a successful Acquire or Renew at
+// monotonic time t treats its term as valid until t + ttl*0.99, and begins
+// stepping down (stop_signal, then SIGKILL after stop_timeout) early enough
+// that its work is dead before then, even when the store cannot be reached.
+// A "lost" answer steps down at once. Time reaches the loop through Clock so
+// these rules are tested without sleeping.
+package agent

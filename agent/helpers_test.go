@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/actions/proc"
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+	sqlprovider "github.com/electd/electd/providers/sql"
+)
+
+// The test binary is also the shim that supervises each command.
+func TestMain(m *testing.M) {
+	proc.MaybeShim()
+	os.Exit(m.Run())
+}
+
+// fakeClock moves only when the test says so.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	at := c.now.Add(d)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{at, ch})
+	return ch
+}
+
+// advanceToNext waits until something waits on the clock, then moves the
+// clock to the earliest waiter and fires every waiter due by then.
+func (c *fakeClock) advanceToNext(t *testing.T) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		if len(c.waiters) > 0 {
+			sort.Slice(c.waiters, func(i, k int) bool { return c.waiters[i].at.Before(c.waiters[k].at) })
+			c.now = c.waiters[0].at
+			var rest []fakeWaiter
+			for _, w := range c.waiters {
+				if w.at.After(c.now) {
+					rest = append(rest, w)
+				} else {
+					w.ch <- c.now
+				}
+			}
+			c.waiters = rest
+			now := c.now
+			c.mu.Unlock()
+			return now
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("nothing waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// faulty wraps a real provider and records every call; Renew can be told
+// to fail with an error, or to hang until its context ends.
+type faulty struct {
+	providers.Provider
+	clock Clock
+
+	mu        sync.Mutex
+	renewErr  error
+	hangRenew bool
+	lastRenew time.Time // real time the last successful Renew was sent
+	calls     chan call
+}
+
+type call struct {
+	op  string
+	at  time.Time // on the test's clock
+	err error
+}
+
+func newFaulty(p providers.Provider, clock Clock) *faulty {
+	return &faulty{Provider: p, clock: clock, calls: make(chan call, 1000)}
+}
+
+func (f *faulty) record(op string, at time.Time, err error) {
+	select {
+	case f.calls <- call{op, at, err}:
+	default:
+	}
+}
+
+func (f *faulty) setRenew(err error, hang bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewErr, f.hangRenew = err, hang
+}
+
+func (f *faulty) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+	at := f.clock.Now()
+	l, err := f.Provider.Acquire(ctx, key, holder, ttl)
+	f.record("acquire", at, err)
+	return l, err
+}
+
+func (f *faulty) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
+	at, sent := f.clock.Now(), time.Now()
+	f.mu.Lock()
+	renewErr, hang := f.renewErr, f.hangRenew
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		f.record("renew", at, ctx.Err())
+		return providers.Lease{}, ctx.Err()
+	}
+	if renewErr != nil {
+		f.record("renew", at, renewErr)
+		return providers.Lease{}, renewErr
+	}
+	r, err := f.Provider.Renew(ctx, l)
+	if err == nil {
+		f.mu.Lock()
+		f.lastRenew = sent
+		f.mu.Unlock()
+	}
+	f.record("renew", at, err)
+	return r, err
+}
+
+func (f *faulty) Release(ctx context.Context, l providers.Lease) error {
+	at := f.clock.Now()
+	err := f.Provider.Release(ctx, l)
+	f.record("release", at, err)
+	return err
+}
+
+func (f *faulty) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	if w, ok := f.Provider.(providers.Watcher); ok {
+		return w.Watch(ctx, key)
+	}
+	return nil, errors.New("not a watcher")
+}
+
+// nextCall waits for the next recorded call.
+func (f *faulty) nextCall(t *testing.T) call {
+	t.Helper()
+	select {
+	case c := <-f.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lease operation within 10s")
+	}
+	return call{}
+}
+
+// testAgent is one agent running a configuration in this process.
+type testAgent struct {
+	*Agent
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// sqliteDB is a fresh SQLite file shared by the agents of one test.
+func sqliteDB(t *testing.T) string { return filepath.Join(t.TempDir(), "leases.db") }
+
+// loadConfig writes src to a file and loads it like `electd run` does.
+func loadConfig(t *testing.T, src string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "electd.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := config.Load([]string{path})
+	if diags.HasErrors() {
+		var b strings.Builder
+		diags.WriteText(&b)
+		t.Fatalf("config:\n%s", b.String())
+	}
+	return cfg
+}
+
+// agentConfig is a configuration for node on the SQLite file db with the
+// given job blocks.
+func agentConfig(node, db, jobs string) string {
+	return fmt.Sprintf(`
+agent {
+  node_id          = %q
+  listen           = ""
+  shutdown_timeout = "10s"
+}
+provider "sql" "s" {
+  driver = "sqlite"
+  dsn    = %q
+}
+%s`, node, db, jobs)
+}
+
+type agentOpt func(*Options)
+
+func startAgent(t *testing.T, cfg *config.Config, opts ...agentOpt) *testAgent {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{
+		Logger: hclog.New(&hclog.LoggerOptions{Name: cfg.Agent.NodeID, Level: hclog.Debug, Output: testWriter{t}}),
+		Shim:   self,
+		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
+			return sqlprovider.Open(ctx, p, hclog.NewNullLogger())
+		},
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	a, err := New(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ta := &testAgent{Agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { ta.done <- a.Run(ctx) }()
+	t.Cleanup(func() { ta.stop(t) })
+	return ta
+}
+
+// stop is a graceful stop (SIGTERM); it fails the test when Run errs.
+func (a *testAgent) stop(t *testing.T) {
+	t.Helper()
+	a.once.Do(func() {
+		a.cancel()
+		select {
+		case err := <-a.done:
+			if err != nil {
+				t.Errorf("agent stopped with an error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop within 30s")
+		}
+	})
+}
+
+func (a *testAgent) job(name string) (s jobState) {
+	for _, j := range a.Jobs() {
+		if j.Job == name {
+			return jobState{j.State, j.Leader, j.Token}
+		}
+	}
+	return jobState{}
+}
+
+type jobState struct {
+	state, leader string
+	token         uint64
+}
+
+// testWriter sends logs to t.Log, so a failing test shows what happened.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lines reads a file the commands append to.
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}

@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/actions/proc"
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/metrics"
+)
+
+// runner starts one job's commands: evaluates them with the event, adds the
+// ELECTD_* environment, sends their output to the log and counts the outcome.
+type runner struct {
+	job     string
+	log     hclog.Logger
+	shim    string
+	metrics *metrics.Metrics
+
+	mu    sync.Mutex
+	procs map[*proc.Process]struct{} // running, for Kill
+}
+
+func newRunner(job string, log hclog.Logger, shim string, m *metrics.Metrics) *runner {
+	return &runner{job: job, log: log, shim: shim, metrics: m, procs: map[*proc.Process]struct{}{}}
+}
+
+// started is a running command with its log writers, flushed when it ends.
+type started struct {
+	*proc.Process
+	kind, event string
+	out, errw   *lineLogger
+}
+
+// start evaluates c with ev and starts it. kind is "run", "task" or "exec";
+// extra is added to the environment (a task's ELECTD_SLOT).
+func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...string) (*started, error) {
+	argv, err := c.Argv.Eval(ev)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate command: %w", err)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("the command evaluated to an empty list")
+	}
+	env, err := c.Env.Eval(ev)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate env: %w", err)
+	}
+	dir, err := c.Dir.Eval(ev)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate dir: %w", err)
+	}
+	environ := make([]string, 0, len(env)+5)
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	environ = append(environ, ev.Environ()...) // last, so a job cannot fake them
+	environ = append(environ, extra...)
+	log := r.log.Named(kind)
+	s := &started{kind: kind, event: ev.Type,
+		out: &lineLogger{log: log, stream: "stdout"}, errw: &lineLogger{log: log, stream: "stderr"}}
+	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: s.out, Stderr: s.errw, Shim: r.shim})
+	if err != nil {
+		return nil, err
+	}
+	s.Process = p
+	r.mu.Lock()
+	r.procs[p] = struct{}{}
+	r.mu.Unlock()
+	log.Debug("started", "pid", p.Pid(), "command", argv[0], "token", ev.Token)
+	return s, nil
+}
+
+// finished records the end of s: flushes its output, logs and counts the
+// outcome. Call once Done is closed.
+func (r *runner) finished(s *started, timedOut bool) {
+	r.mu.Lock()
+	delete(r.procs, s.Process)
+	r.mu.Unlock()
+	s.out.flush()
+	s.errw.flush()
+	code := s.ExitCode()
+	result := "ok"
+	switch {
+	case timedOut:
+		result = "timeout"
+	case s.Signaled() && s.kind == "run":
+		result = "stopped"
+	case code != 0:
+		result = "failed"
+	}
+	log := r.log.Named(s.kind)
+	if result == "ok" || result == "stopped" {
+		log.Info("exited", "pid", s.Pid(), "exit_code", code, "result", result)
+	} else {
+		log.Warn("exited", "pid", s.Pid(), "exit_code", code, "result", result)
+	}
+	r.count(s.event, s.kind, result)
+}
+
+func (r *runner) count(event, kind, result string) {
+	if r.metrics != nil {
+		r.metrics.ActionRuns.WithLabelValues(r.job, event, kind, result).Inc()
+	}
+}
+
+// exec runs an exec hook to completion, or kills its group at its timeout.
+func (r *runner) exec(ev config.Event, e *config.Exec) {
+	s, err := r.start("exec", e.Command, ev)
+	if err != nil {
+		r.log.Error("exec hook not started", "event", ev.Type, "error", err)
+		r.count(ev.Type, "exec", "failed")
+		return
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = config.DefaultExecTimeout
+	}
+	timedOut := false
+	select {
+	case <-s.Done():
+	case <-time.After(timeout):
+		timedOut = true
+		r.log.Warn("exec hook timed out: killing its process group", "event", ev.Type, "timeout", timeout)
+		s.Kill()
+	}
+	r.finished(s, timedOut)
+}
+
+// killAll SIGKILLs every running command (the agent's second signal).
+func (r *runner) killAll() {
+	r.mu.Lock()
+	ps := make([]*proc.Process, 0, len(r.procs))
+	for p := range r.procs {
+		ps = append(ps, p)
+	}
+	r.mu.Unlock()
+	for _, p := range ps {
+		p.Signal(syscall.SIGKILL)
+	}
+}
+
+// lineLogger logs each line a command writes, under the job's logger.
+type lineLogger struct {
+	log    hclog.Logger
+	stream string
+	mu     sync.Mutex
+	buf    bytes.Buffer
+}
+
+const maxLine = 16 << 10
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		i := bytes.IndexByte(l.buf.Bytes(), '\n')
+		if i < 0 {
+			if l.buf.Len() > maxLine {
+				l.emit(l.buf.Next(maxLine))
+				continue
+			}
+			return len(p), nil
+		}
+		line := l.buf.Next(i + 1)
+		l.emit(line[:i])
+	}
+}
+
+func (l *lineLogger) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() > 0 {
+		l.emit(l.buf.Bytes())
+		l.buf.Reset()
+	}
+}
+
+func (l *lineLogger) emit(line []byte) {
+	l.log.Info(strings.TrimRight(string(line), "\r"), "stream", l.stream)
+}
+

@@ -1,0 +1,194 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/config"
+	sqlprovider "github.com/electd/electd/providers/sql"
+)
+
+func TestSlots(t *testing.T) {
+	every, err := config.ParseSchedule("@every 10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(s int64) time.Time { return time.Unix(s, 0) }
+	if got := nextSlot(every, at(1_000_003)); !got.Equal(at(1_000_010)) {
+		t.Errorf("@every 10s after 1000003 = %d, want 1000010 (aligned, the same on every node)", got.Unix())
+	}
+	if got := nextSlot(every, at(1_000_010)); !got.Equal(at(1_000_020)) {
+		t.Errorf("@every 10s after 1000010 = %d, want 1000020", got.Unix())
+	}
+	for _, tc := range []struct {
+		name      string
+		last, now int64
+		want      int64
+	}{
+		{"no slot ever run: no catch-up", 0, 1_000_055, 0},
+		{"nothing missed", 1_000_050, 1_000_055, 0},
+		{"one missed", 1_000_040, 1_000_055, 1_000_050},
+		{"several missed: only the latest runs", 1_000_000, 1_000_055, 1_000_050},
+		{"a slot due right now counts as missed", 1_000_040, 1_000_050, 1_000_050},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var last time.Time
+			if tc.last != 0 {
+				last = at(tc.last)
+			}
+			got := latestSlot(every, last, at(tc.now))
+			if tc.want == 0 && !got.IsZero() || tc.want != 0 && got.Unix() != tc.want {
+				t.Errorf("latestSlot = %v, want %d", got, tc.want)
+			}
+		})
+	}
+	if got := lastSlot(formatSlot(at(1_000_050))); !got.Equal(at(1_000_050)) {
+		t.Errorf("slot value round trip: %v", got)
+	}
+	if !lastSlot("garbage").IsZero() || !lastSlot("").IsZero() {
+		t.Error("a value that is not a slot must read as none")
+	}
+}
+
+// taskJob is a task every second that appends its slot, node and token.
+func taskJob(mode, out string) string {
+	return fmt.Sprintf(`
+job "tick" {
+  mode = %q
+%s
+  task {
+    schedule     = "@every 1s"
+    command      = ["sh", "-c", "echo \"$ELECTD_SLOT $ELECTD_NODE $ELECTD_TOKEN\" >> %s"]
+    timeout      = "5s"
+    stop_timeout = "1s"
+  }
+}`, mode, quick, out)
+}
+
+// checkSlots fails when a slot ran twice, and returns how many ran.
+func checkSlots(t *testing.T, out string) map[string]string {
+	t.Helper()
+	seen := map[string]string{}
+	for _, l := range lines(t, out) {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("bad line %q", l)
+		}
+		if prev, dup := seen[f[0]]; dup {
+			t.Errorf("slot %s ran twice: by %s and by %s", f[0], prev, f[1]+" "+f[2])
+		}
+		seen[f[0]] = f[1] + " " + f[2]
+	}
+	return seen
+}
+
+// Three agents on one store: each slot runs exactly once across them, in
+// both modes.
+func TestTaskOncePerSlot(t *testing.T) {
+	for _, mode := range []string{config.ModeLeader, config.ModeLock} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			db, out := sqliteDB(t), filepath.Join(t.TempDir(), "slots")
+			var agents []*testAgent
+			for i := 1; i <= 3; i++ {
+				agents = append(agents, startAgent(t, loadConfig(t, agentConfig(fmt.Sprintf("node-%d", i), db, taskJob(mode, out)))))
+			}
+			time.Sleep(5500 * time.Millisecond)
+			for _, a := range agents {
+				a.stop(t)
+			}
+			seen := checkSlots(t, out)
+			if len(seen) < 3 {
+				t.Errorf("%d slots ran in 5.5s of @every 1s, want at least 3: %v", len(seen), lines(t, out))
+			}
+			nodes := map[string]bool{}
+			for _, v := range seen {
+				nodes[strings.Fields(v)[0]] = true
+			}
+			t.Logf("%d slots ran, on %d node(s)", len(seen), len(nodes))
+		})
+	}
+}
+
+// A leader that dies just before a slot does not lose it: the next leader
+// runs the missed slot once, and a later leader does not run it again.
+func TestMissedSlotRunsOnce(t *testing.T) {
+	db, out := sqliteDB(t), filepath.Join(t.TempDir(), "slots")
+	// The previous leader ran the slot two hours ago and died.
+	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s",
+		Settings: &config.SQLSettings{Driver: "sqlite", DSN: db}}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := p.Acquire(context.Background(), "hourly", "old-node", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().Truncate(time.Hour)
+	l.Value = formatSlot(hour.Add(-2 * time.Hour))
+	if err := p.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	job := fmt.Sprintf(`
+job "hourly" {
+%s
+  task {
+    schedule     = "@every 1h"
+    command      = ["sh", "-c", "echo \"$ELECTD_SLOT $ELECTD_NODE $ELECTD_TOKEN\" >> %s"]
+    stop_timeout = "1s"
+  }
+}`, quick, out)
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, job)))
+	eventually(t, 10*time.Second, "the missed slot runs", func() bool { return len(lines(t, out)) == 1 })
+	a.stop(t)
+	b := startAgent(t, loadConfig(t, agentConfig("node-2", db, job)))
+	eventually(t, 10*time.Second, "node-2 leads", func() bool { return b.job("hourly").state == "leader" })
+	time.Sleep(time.Second)
+	b.stop(t)
+	got := lines(t, out)
+	want := hour.UTC().Format(time.RFC3339) + " node-1 2"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("runs %q, want exactly [%q]: only the latest missed slot, once", got, want)
+	}
+}
+
+// A node that wins the lock for a slot another node already ran (its clock
+// or its store answer was late) does not run it again.
+func TestRecordedSlotNotRepeated(t *testing.T) {
+	db, out := sqliteDB(t), filepath.Join(t.TempDir(), "slots")
+	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s",
+		Settings: &config.SQLSettings{Driver: "sqlite", DSN: db}}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := p.Acquire(context.Background(), "tick", "other-node", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other node has already run every slot up to 3s from now.
+	ranUpTo := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	l.Value = formatSlot(ranUpTo)
+	if err := p.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, taskJob(config.ModeLock, out))))
+	eventually(t, 10*time.Second, "a later slot runs", func() bool { return len(lines(t, out)) >= 1 })
+	a.stop(t)
+	for slot := range checkSlots(t, out) {
+		s, err := time.Parse(time.RFC3339, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.After(ranUpTo) {
+			t.Errorf("slot %s ran again, though slots up to %s were recorded as run", slot, ranUpTo.UTC().Format(time.RFC3339))
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package agent
+
+import "time"
+
+// SafetyMargin is the share of the ttl a leader gives up to clock rate
+// differences between itself and the store (SPEC §2: ttl*(1-0.01)).
+const SafetyMargin = 0.01
+
+// KillMargin is the time left for SIGKILL to take effect after stop_timeout,
+// so that work is dead, not dying, when the term ends.
+const KillMargin = 100 * time.Millisecond
+
+// term is a leader's view of its lease, on its own monotonic clock: the
+// store may expire the lease ttl after it received the operation, which is
+// no earlier than when the leader sent it.
+type term struct {
+	sent       time.Time // when the last successful Acquire or Renew was sent
+	validUntil time.Time // sent + ttl*(1-SafetyMargin)
+	stopBy     time.Time // validUntil - stopTimeout - KillMargin: stepping down must begin
+}
+
+func newTerm(sent time.Time, ttl, stopTimeout time.Duration) term {
+	valid := sent.Add(ttl - time.Duration(float64(ttl)*SafetyMargin))
+	return term{sent: sent, validUntil: valid, stopBy: valid.Add(-stopTimeout - KillMargin)}
+}
+
+// nextRenew is when the next renewal is sent: renewEvery after the last
+// success, or retryEvery after a failure; never after stopBy, and never in
+// the past.
+func (t term) nextRenew(now time.Time, failed bool, renewEvery, retryEvery time.Duration) time.Time {
+	next := t.sent.Add(renewEvery)
+	if failed {
+		next = now.Add(retryEvery)
+	}
+	if next.After(t.stopBy) {
+		next = t.stopBy
+	}
+	if next.Before(now) {
+		next = now
+	}
+	return next
+}

@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+	sqlprovider "github.com/electd/electd/providers/sql"
+)
+
+func TestTerm(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := time.Second
+	for _, tc := range []struct {
+		name                string
+		ttl, stop           time.Duration
+		now                 time.Duration // since t0
+		failed              bool
+		renew, retry        time.Duration
+		wantValid, wantStop time.Duration
+		wantNext            time.Duration
+	}{
+		{name: "renew on schedule", ttl: 15 * s, stop: 5 * s, now: 0, renew: 4 * s, retry: 2 * s,
+			wantValid: 14850 * time.Millisecond, wantStop: 9750 * time.Millisecond, wantNext: 4 * s},
+		{name: "retry after a failure", ttl: 15 * s, stop: 5 * s, now: 4 * s, failed: true, renew: 4 * s, retry: 2 * s,
+			wantValid: 14850 * time.Millisecond, wantStop: 9750 * time.Millisecond, wantNext: 6 * s},
+		{name: "a retry never lands after the step-down point", ttl: 15 * s, stop: 5 * s, now: 9 * s, failed: true, renew: 4 * s, retry: 2 * s,
+			wantValid: 14850 * time.Millisecond, wantStop: 9750 * time.Millisecond, wantNext: 9750 * time.Millisecond},
+		{name: "late loop renews at once", ttl: 15 * s, stop: 0, now: 5 * s, renew: 4 * s, retry: 2 * s,
+			wantValid: 14850 * time.Millisecond, wantStop: 14750 * time.Millisecond, wantNext: 5 * s},
+		{name: "no work: only the kill margin is kept", ttl: 10 * s, stop: 0, now: 0, renew: 3 * s, retry: 1 * s,
+			wantValid: 9900 * time.Millisecond, wantStop: 9800 * time.Millisecond, wantNext: 3 * s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := newTerm(t0, tc.ttl, tc.stop)
+			if got := tm.validUntil.Sub(t0); got != tc.wantValid {
+				t.Errorf("validUntil = t0+%s, want t0+%s", got, tc.wantValid)
+			}
+			if got := tm.stopBy.Sub(t0); got != tc.wantStop {
+				t.Errorf("stopBy = t0+%s, want t0+%s", got, tc.wantStop)
+			}
+			if got := tm.nextRenew(t0.Add(tc.now), tc.failed, tc.renew, tc.retry).Sub(t0); got != tc.wantNext {
+				t.Errorf("nextRenew = t0+%s, want t0+%s", got, tc.wantNext)
+			}
+		})
+	}
+}
+
+// timingJob runs one job's loop on a fake clock over a real SQLite store
+// with faults injected into Renew.
+func timingJob(t *testing.T) (*job, *faulty, *fakeClock, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	clk := newFakeClock()
+	settings := &config.SQLSettings{Driver: "sqlite", DSN: sqliteDB(t)}
+	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s", Settings: settings}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	f := newFaulty(p, clk)
+	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
+		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
+	j := newJob(spec, "node-1", f, Options{Clock: clk}, hclog.NewNullLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	hctx, hcancel := context.WithCancel(context.Background())
+	go j.hooks.run(hctx)
+	done := make(chan struct{})
+	go func() { j.run(ctx); hcancel(); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return j, f, clk, cancel, done
+}
+
+func expectCall(t *testing.T, f *faulty, op string, at time.Time) call {
+	t.Helper()
+	c := f.nextCall(t)
+	if c.op != op || !c.at.Equal(at) {
+		t.Fatalf("call %s at %s, want %s at %s", c.op, c.at.Format("15:04:05.000"), op, at.Format("15:04:05.000"))
+	}
+	return c
+}
+
+// Renewals go out every renew_every; failures are retried every
+// retry_every; when none succeeds, the leader steps down at
+// sent + ttl*0.99 - stop_timeout - KillMargin and releases.
+func TestRenewalsUntilDeadline(t *testing.T) {
+	t.Parallel()
+	j, f, clk, _, _ := timingJob(t)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	s := time.Second
+	expectCall(t, f, "renew", clk.advanceToNext(t)) // t0+2s
+	if got := clk.Now().Sub(t0); got != 2*s {
+		t.Fatalf("first renewal at t0+%s, want t0+2s", got)
+	}
+	lastOK := clk.Now()
+	f.setRenew(errors.New("store unreachable"), false)
+	for _, want := range []time.Duration{4 * s, 5 * s, 6 * s, 7 * s, 8 * s, 9 * s, 10 * s, 11 * s} {
+		at := clk.advanceToNext(t)
+		if at.Sub(t0) != want {
+			t.Fatalf("renewal attempt at t0+%s, want t0+%s", at.Sub(t0), want)
+		}
+		expectCall(t, f, "renew", at)
+		if st := j.status().State; st != "leader" {
+			t.Fatalf("state %q while the term is still valid, want leader", st)
+		}
+	}
+	// stopBy = lastOK + 9.9s - 0 - 100ms = t0+11.8s: the leader steps down
+	// there and releases.
+	at := clk.advanceToNext(t)
+	if want := lastOK.Add(9800 * time.Millisecond); !at.Equal(want) {
+		t.Fatalf("stepped down at t0+%s, want t0+%s", at.Sub(t0), want.Sub(t0))
+	}
+	c := f.nextCall(t)
+	if c.op != "release" {
+		t.Fatalf("after the deadline: %s, want release", c.op)
+	}
+	st := j.status()
+	if st.State == "leader" {
+		t.Error("still leader after the deadline")
+	}
+	if st.LastError == "" {
+		t.Error("no last_error after a step-down for failed renewals")
+	}
+}
+
+// A "lost" answer steps down at once, without a release.
+func TestLostStepsDownAtOnce(t *testing.T) {
+	t.Parallel()
+	j, f, clk, _, _ := timingJob(t)
+	expectCall(t, f, "acquire", clk.Now())
+	f.setRenew(providers.ErrLost, false)
+	expectCall(t, f, "renew", clk.advanceToNext(t))
+	f.setRenew(nil, false)
+	// Next is a new candidacy: an acquire, never a release of a lost lease.
+	c := f.nextCall(t)
+	for c.op == "renew" {
+		t.Fatalf("renewed again after the lease was lost")
+	}
+	if c.op != "acquire" {
+		t.Fatalf("after a lost lease: %s, want acquire (no release)", c.op)
+	}
+	eventually(t, 5*time.Second, "a new term", func() bool { return j.status().Token == 2 && j.status().State == "leader" })
+}
+
+// A renewal that hangs is abandoned at the step-down point: a slow store
+// cannot keep a leader past its term.
+func TestHangingRenewalAbandoned(t *testing.T) {
+	t.Parallel()
+	_, f, clk, _, _ := timingJob(t)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	f.setRenew(nil, true)
+	at := clk.advanceToNext(t)
+	start := time.Now()
+	// The renewal waits on a real-time context deadline of stopBy - now
+	// (9.8s - 2s = 7.8s of real time); its context must carry that deadline.
+	c := f.nextCall(t)
+	if c.op != "renew" || !errors.Is(c.err, context.DeadlineExceeded) {
+		t.Fatalf("hanging renewal ended with %s %v, want renew with a deadline error", c.op, c.err)
+	}
+	if real := time.Since(start); real < 7*time.Second {
+		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 7.8s (the step-down point)", real)
+	}
+	_ = at
+}
