@@ -186,4 +186,3 @@ func (l *lineLogger) flush() {
 func (l *lineLogger) emit(line []byte) {
 	l.log.Info(strings.TrimRight(string(line), "\r"), "stream", l.stream)
 }
-

@@ -25,7 +25,6 @@ type leaderWork struct {
 	task         *started // a task run in progress
 	taskTimedOut bool
 
-
 	evs  chan workEvent
 	quit chan struct{}
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -92,6 +94,8 @@ func ProviderSpec(typ string) (hcldec.Spec, bool) {
 	}
 	return nil, false
 }
+
+var datastoreNamespace = regexp.MustCompile(`^[0-9A-Za-z._-]{1,100}$`)
 
 // providerDecl is a decoded provider block with what diagnostics and
 // fingerprints need.
@@ -256,8 +260,8 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagWarning,
 				Summary:  "Redlock is not a safe fence",
-				Detail: "With several Redis nodes electd uses Redlock. Redlock's safety depends on bounded clock drift and process pauses: after a clock jump or a long GC or VM pause two nodes can both believe they lead (Martin Kleppmann, \"How to do distributed locking\"). " +
-					"Its fencing token is not a safe fence in that case; work that must never run twice should check the token against the resource it writes, or use a store with a consensus protocol (etcd, SQL).",
+				Detail: "With several Redis nodes electd uses Redlock. Redlock's mutual exclusion depends on bounded clock drift, network delays and process pauses: after a clock jump on a Redis server or a long GC or VM pause two nodes can both believe they lead (Martin Kleppmann, \"How to do distributed locking\"). " +
+					"The fencing token still grows from term to term, but only while every Redis server keeps its data (appendonly yes, appendfsync always), and it stops a deposed leader only where the resource it writes checks the token. Work that must never run twice should do that check, or use a store with a single serialising authority (etcd, SQL).",
 				Subject: rng("addresses").Ptr(),
 			})
 		}
@@ -272,6 +276,10 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 		nonEmpty("uri", "it says where the database is")
 		nonEmpty("database", "leases are kept in it")
 		nonEmpty("collection", "leases are kept in it")
+		if n, err := strconv.Atoi(str("write_concern", "majority")); err == nil && n < 1 {
+			diags = append(diags, errorf(rng("write_concern"), "Invalid write_concern",
+				"The write_concern must be \"majority\", a number of members of at least 1, or the name of a custom write concern: unacknowledged writes cannot decide who leads."))
+		}
 	case ProviderAzureBlob:
 		s := &AzureBlobSettings{
 			ConnectionString: str("connection_string", ""),
@@ -300,6 +308,13 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 		}
 		nonEmpty("project_id", "it names the Google Cloud project")
 		nonEmpty("kind", "leases are kept as entities of this kind")
+		if ns := str("namespace", ""); ns != "" && !datastoreNamespace.MatchString(ns) {
+			diags = append(diags, errorf(rng("namespace"), "Invalid namespace",
+				"A Datastore namespace holds up to 100 letters, digits, '.', '-' and '_'."))
+		}
+		if k := str("kind", "ElectdLease"); len(k) > 4 && strings.HasPrefix(k, "__") && strings.HasSuffix(k, "__") {
+			diags = append(diags, errorf(rng("kind"), "Reserved kind", "Kinds of the form __*__ are reserved by Datastore."))
+		}
 	case ProviderEtcd:
 		s := &EtcdSettings{
 			Username:    str("username", ""),

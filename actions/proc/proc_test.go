@@ -190,4 +190,3 @@ func TestAgentDeathKillsGroup(t *testing.T) {
 	agent.Wait()
 	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the grandchild dies with the agent")
 }
-

@@ -8,13 +8,19 @@ import (
 
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/datastore"
+	"github.com/electd/electd/providers/mongodb"
+	"github.com/electd/electd/providers/redis"
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 // providerTypes is the plain table of lease stores this build can open, by
 // the type label of a provider block.
 var providerTypes = map[string]func(context.Context, config.Provider, hclog.Logger) (providers.Provider, error){
-	"sql": sqlprovider.Open,
+	config.ProviderSQL:       sqlprovider.Open,
+	config.ProviderRedis:     redis.Open,
+	config.ProviderDatastore: datastore.Open,
+	config.ProviderMongoDB:   mongodb.Open,
 }
 
 func openProvider(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/hashicorp/go-hclog"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/actions/webhook"
 	"github.com/electd/electd/agent"
@@ -55,6 +57,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	diags.WriteText(stderr) // warnings, if any
 
 	log := newLogger(cfg.Agent, stderr)
+	// go-redis logs failed dials through a logger of its own; route it
+	// into ours so log_format = "json" holds for every line.
+	goredis.SetLogger(redisLog{log.Named("provider.redis")})
 	m := metrics.New(version, buildCommit())
 	shim, err := os.Executable()
 	if err != nil {
@@ -172,6 +177,13 @@ func newLogger(ac config.Agent, w io.Writer) hclog.Logger {
 		JSONFormat: ac.LogFormat == "json",
 		Output:     w,
 	})
+}
+
+// redisLog adapts go-redis's package logger to hclog.
+type redisLog struct{ log hclog.Logger }
+
+func (r redisLog) Printf(_ context.Context, format string, v ...any) {
+	r.log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 // stringList is a repeatable string flag.

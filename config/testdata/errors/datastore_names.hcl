@@ -1,0 +1,7 @@
+provider "datastore" "d" {
+  project_id = "p"
+  namespace  = "no spaces allowed" # ERROR: Invalid namespace
+  kind       = "__kind__"          # ERROR: Reserved kind
+}
+
+job "j" {}

@@ -1,0 +1,59 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+	redisprovider "github.com/electd/electd/providers/redis"
+)
+
+// Two nodes share one Redis server: the first takes the lease, the second is
+// refused, watches, and takes over with the next fencing token as soon as
+// the first releases. (Not run by go test: it needs a server on 6379.)
+func Example() {
+	ctx := context.Background()
+	settings := config.RedisSettings{Addresses: []string{"127.0.0.1:6379"}, Prefix: "electd:"}
+	web1, err := redisprovider.New(ctx, settings, hclog.NewNullLogger())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer web1.Close()
+	web2, err := redisprovider.New(ctx, settings, hclog.NewNullLogger())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer web2.Close()
+
+	lease, err := web1.Acquire(ctx, "queue-consumer", "web-1", 15*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("web-1 leads with token", lease.Token)
+
+	var held *providers.HeldError
+	if _, err := web2.Acquire(ctx, "queue-consumer", "web-2", 15*time.Second); errors.As(err, &held) {
+		fmt.Println("web-2 waits: held by", held.Holder)
+	}
+	wake, err := web2.Watch(ctx, "queue-consumer")
+	if err != nil {
+		log.Fatal(err) // the server is down: poll instead
+	}
+
+	lease.Value = "offset 4711"
+	if err := web1.Release(ctx, lease); err != nil {
+		log.Fatal(err)
+	}
+	<-wake
+	next, err := web2.Acquire(ctx, "queue-consumer", "web-2", 15*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("web-2 leads with token", next.Token, "after", next.Value)
+}

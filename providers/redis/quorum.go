@@ -1,0 +1,368 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/electd/electd/providers"
+)
+
+// acquireAttempts bounds the retries of a Redlock Acquire whose candidates
+// split the servers between them (nobody reached a quorum). One server
+// never splits: its first answer is final.
+const acquireAttempts = 8
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// each calls fn on every server at once, each call bounded by timeout. It
+// returns when every server answered or ctx is done, whichever is first: a
+// read from a server that hangs does not watch ctx, so the calls still
+// running are left to finish on their own (within timeout), and late, when
+// not nil, is given each of their successful results.
+func each[T any](ctx context.Context, p *Provider, timeout time.Duration, fn func(context.Context, *node) (T, error), late func(i int, v T)) []result[T] {
+	type done struct {
+		i int
+		r result[T]
+	}
+	ch := make(chan done, len(p.nodes))
+	for i, n := range p.nodes {
+		go func() {
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			v, err := fn(nctx, n)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", n.addr, err)
+			}
+			ch <- done{i, result[T]{v, err}}
+		}()
+	}
+	out := make([]result[T], len(p.nodes))
+	answered := make([]bool, len(p.nodes))
+	for range p.nodes {
+		select {
+		case d := <-ch:
+			out[d.i], answered[d.i] = d.r, true
+			continue
+		case <-ctx.Done():
+		}
+		pending := 0
+		for i := range out {
+			if !answered[i] {
+				out[i].err = fmt.Errorf("%s: %w", p.nodes[i].addr, ctx.Err())
+				pending++
+			}
+		}
+		if late != nil {
+			go func() {
+				for range pending {
+					if d := <-ch; d.r.err == nil {
+						late(d.i, d.r.v)
+					}
+				}
+			}()
+		}
+		break
+	}
+	return out
+}
+
+// storeError says how many servers did what, with the first failure; the
+// caller's ctx error comes first so that errors.Is(err, context.Canceled)
+// holds for a cancelled call.
+func (p *Provider) storeError(ctx context.Context, what string, answered int, errs []error) error {
+	var first error = errors.New("no server answered")
+	if len(errs) > 0 {
+		first = errs[0]
+	}
+	if err := ctx.Err(); err != nil {
+		if len(errs) == 0 {
+			return err
+		}
+		return fmt.Errorf("%w (%v)", err, first)
+	}
+	if len(p.nodes) == 1 {
+		return first
+	}
+	return fmt.Errorf("%d of %d servers %s, a quorum is %d: %w", answered, len(p.nodes), what, p.quorum, first)
+}
+
+// quorumExpiry is when fewer than a quorum of the given server expiries
+// are still ahead: the q-th latest.
+func (p *Provider) quorumExpiry(exps []time.Time) time.Time {
+	slices.SortFunc(exps, func(a, b time.Time) int { return b.Compare(a) })
+	return exps[p.quorum-1]
+}
+
+// Acquire starts a new term on key for holder when the lease is free,
+// expired (by the servers' clocks) or already held by holder.
+func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+	l, err := p.acquire(ctx, key, holder, ttl)
+	if err != nil && !errors.Is(err, providers.ErrHeld) {
+		return providers.Lease{}, fmt.Errorf("redis: acquire %q: %w", key, err)
+	}
+	return l, err
+}
+
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+	if err := checkLease(key, holder, ttl); err != nil {
+		return providers.Lease{}, err
+	}
+	// The first attempt lets every server increment its own counter: when
+	// the servers agree, as they do unless a term missed one, that is one
+	// round trip. A retry asks for one more than the highest counter seen.
+	var minToken uint64
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return providers.Lease{}, err
+		}
+		start := time.Now()
+		rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (record, error) {
+			return p.nodeAcquire(ctx, n, key, holder, ttl, minToken)
+		}, func(i int, r record) {
+			// A server that answered after the caller gave up.
+			p.undo(ctx, key, holder, []result[record]{{v: r}}, []*node{p.nodes[i]}, 0)
+		})
+		validity := ttl - time.Since(start) - drift(ttl)
+
+		var (
+			errs     []error
+			answered int
+			maxToken uint64
+			value    stamped
+			won      = map[uint64][]time.Time{}
+			held     = map[[2]string][]record{}
+		)
+		for _, r := range rs {
+			if r.err != nil {
+				errs = append(errs, r.err)
+				continue
+			}
+			answered++
+			maxToken = max(maxToken, r.v.token)
+			if r.v.value.newer(value) {
+				value = r.v.value
+			}
+			if r.v.ok {
+				won[r.v.token] = append(won[r.v.token], r.v.expires)
+			} else {
+				id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
+				held[id] = append(held[id], r.v)
+			}
+		}
+		// The term is the highest token a quorum agrees on. Every token
+		// of this attempt is above the counter its server had, and a
+		// quorum shares a server with every earlier term's quorum, so the
+		// term's token is above every earlier term's.
+		var token uint64
+		for t, exps := range won {
+			if len(exps) >= p.quorum && t > token {
+				token = t
+			}
+		}
+		if token != 0 && validity > 0 {
+			p.undo(ctx, key, holder, rs, p.nodes, token)
+			return providers.Lease{
+				Key: key, Holder: holder, Token: token, TTL: ttl,
+				Expires: p.quorumExpiry(won[token]), Value: value.value,
+			}, nil
+		}
+		p.undo(ctx, key, holder, rs, p.nodes, 0)
+		if answered < p.quorum || ctx.Err() != nil {
+			return providers.Lease{}, p.storeError(ctx, "answered", answered, errs)
+		}
+		for _, rs := range held {
+			if len(rs) >= p.quorum {
+				exps := make([]time.Time, len(rs))
+				for i, r := range rs {
+					exps[i] = r.expires
+				}
+				return providers.Lease{}, &providers.HeldError{Key: key, Holder: rs[0].holder, Token: rs[0].token, Expires: p.quorumExpiry(exps)}
+			}
+		}
+		if token != 0 {
+			return providers.Lease{}, fmt.Errorf("a quorum took %s of a %s ttl: no validity left, released", ttl-validity-drift(ttl), ttl)
+		}
+		if attempt == acquireAttempts {
+			return providers.Lease{}, fmt.Errorf("no candidate reached a quorum of %d servers in %d attempts (candidates split the servers, or a server is down and the others disagree)", p.quorum, attempt)
+		}
+		minToken = maxToken + 1
+		// Redlock: retry after a random delay so that racing candidates
+		// stop splitting the servers.
+		backoff := min(5*time.Millisecond<<attempt, 100*time.Millisecond)
+		select {
+		case <-time.After(rand.N(backoff)):
+		case <-ctx.Done():
+			return providers.Lease{}, ctx.Err()
+		}
+	}
+}
+
+// undo releases the servers (nodes[i] answered rs[i]) that this Acquire
+// won with a token other than keep, leaving their values alone. It runs
+// even when ctx is done: a server left holding a failed term would refuse
+// everyone else until the term expired.
+func (p *Provider) undo(ctx context.Context, key, holder string, rs []result[record], nodes []*node, keep uint64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		if r.err != nil || !r.v.ok || r.v.token == keep {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := p.nodeRelease(ctx, nodes[i], key, holder, r.v.token, nil, 0); err != nil {
+				p.log.Warn("could not undo a partial acquire; it expires with its ttl",
+					"key", key, "server", nodes[i].addr, "token", r.v.token, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func lost(l providers.Lease) error {
+	return fmt.Errorf("redis: lease %q token %d of %q: %w", l.Key, l.Token, l.Holder, providers.ErrLost)
+}
+
+// Renew pushes the expiry out by lease.TTL and stores lease.Value when
+// holder and token still match on a quorum. An expired term that nobody
+// took may be renewed (holder and token still match, as the contract says).
+func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
+	if err := checkLease(lease.Key, lease.Holder, lease.TTL); err != nil {
+		return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, err)
+	}
+	if err := providers.CheckValue(lease.Value); err != nil {
+		return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, err)
+	}
+	stamp := time.Now().UnixNano()
+	start := time.Now()
+	type renewed struct {
+		ok  bool
+		exp time.Time
+	}
+	rs := each(ctx, p, nodeTimeout(lease.TTL), func(ctx context.Context, n *node) (renewed, error) {
+		ok, exp, err := p.nodeRenew(ctx, n, lease.Key, lease.Holder, lease.Token, lease.TTL, lease.Value, stamp)
+		return renewed{ok, exp}, err
+	}, nil)
+	validity := lease.TTL - time.Since(start) - drift(lease.TTL)
+	var errs []error
+	var exps []time.Time
+	refused := 0
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.v.ok:
+			exps = append(exps, r.v.exp)
+		default:
+			refused++
+		}
+	}
+	switch {
+	case len(exps) >= p.quorum && validity > 0:
+		lease.Expires = p.quorumExpiry(exps)
+		return lease, nil
+	case refused > len(p.nodes)-p.quorum:
+		return providers.Lease{}, lost(lease)
+	case len(exps) >= p.quorum:
+		return providers.Lease{}, fmt.Errorf("redis: renew %q: took %s of a %s ttl: no validity left", lease.Key, lease.TTL-validity-drift(lease.TTL), lease.TTL)
+	}
+	return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, p.storeError(ctx, "renewed the lease", len(exps), errs))
+}
+
+// Release clears the holder and stores lease.Value when holder and token
+// still match on a quorum; the token counter is kept.
+func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
+	if err := checkLease(lease.Key, lease.Holder, time.Second); err != nil {
+		return fmt.Errorf("redis: release %q: %w", lease.Key, err)
+	}
+	if err := providers.CheckValue(lease.Value); err != nil {
+		return fmt.Errorf("redis: release %q: %w", lease.Key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redis: release %q: %w", lease.Key, err)
+	}
+	stamp := time.Now().UnixNano()
+	ttl := lease.TTL
+	if ttl <= 0 {
+		ttl = ioTimeout
+	}
+	rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (bool, error) {
+		return p.nodeRelease(ctx, n, lease.Key, lease.Holder, lease.Token, &lease.Value, stamp)
+	}, nil)
+	var errs []error
+	released, refused := 0, 0
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.v:
+			released++
+		default:
+			refused++
+		}
+	}
+	switch {
+	case released >= p.quorum:
+		return nil
+	case refused > len(p.nodes)-p.quorum:
+		return lost(lease)
+	}
+	return fmt.Errorf("redis: release %q: %w", lease.Key, p.storeError(ctx, "released the lease", released, errs))
+}
+
+// Observe returns the lease as a quorum sees it: Holder is "" unless one
+// term is live on a quorum. The token of a free lease is the highest
+// counter among the servers that answered.
+func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return providers.Lease{}, fmt.Errorf("redis: observe %q: %w", key, err)
+	}
+	rs := each(ctx, p, ioTimeout, func(ctx context.Context, n *node) (record, error) {
+		return p.nodeObserve(ctx, n, key)
+	}, nil)
+	var errs []error
+	answered := 0
+	l := providers.Lease{Key: key}
+	var value stamped
+	live := map[[2]string][]record{}
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		answered++
+		l.Token = max(l.Token, r.v.token)
+		if r.v.value.newer(value) {
+			value = r.v.value
+		}
+		if r.v.ok {
+			id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
+			live[id] = append(live[id], r.v)
+		}
+	}
+	if answered < p.quorum {
+		return providers.Lease{}, fmt.Errorf("redis: observe %q: %w", key, p.storeError(ctx, "answered", answered, errs))
+	}
+	l.Value = value.value
+	for _, rs := range live {
+		if len(rs) >= p.quorum {
+			exps := make([]time.Time, len(rs))
+			for i, r := range rs {
+				exps[i] = r.expires
+			}
+			l.Holder, l.Token, l.Expires = rs[0].holder, rs[0].token, p.quorumExpiry(exps)
+		}
+	}
+	return l, nil
+}

@@ -1,0 +1,191 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wantStoreError: err is an error, and not a lease verdict.
+func wantStoreError(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded, want an error", what)
+	}
+	if errors.Is(err, providers.ErrHeld) || errors.Is(err, providers.ErrLost) {
+		t.Fatalf("%s: %v, want a store error, not a lease verdict", what, err)
+	}
+	t.Logf("%s: %v", what, err)
+}
+
+// TestRedlockOneDown: with one of three servers killed, a quorum of two
+// still acquires, renews, releases, hands over and notifies.
+func TestRedlockOneDown(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	a, b := open(t, s), open(t, s)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx := ctxT(t, 30*time.Second)
+
+	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs[0].Stop()
+
+	if l, err = a.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew with 2 of 3 servers: %v", err)
+	}
+	var held *providers.HeldError
+	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
+		t.Fatalf("Acquire by another with 2 of 3 servers: %v, want held by a token %d", err, l.Token)
+	}
+	if got, err := b.Observe(ctx, "job"); err != nil || got.Holder != "a" || got.Token != l.Token {
+		t.Fatalf("Observe with 2 of 3 servers = %+v, %v", got, err)
+	}
+	ch, err := b.Watch(ctx, "job")
+	if err != nil {
+		t.Fatalf("Watch with 2 of 3 servers: %v", err)
+	}
+	for len(ch) > 0 {
+		<-ch
+	}
+	l.Value = "slot-7"
+	if err := a.Release(ctx, l); err != nil {
+		t.Fatalf("Release with 2 of 3 servers: %v", err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("no notification within 1s of Release with 2 of 3 servers")
+	}
+	nb, err := b.Acquire(ctx, "job", "b", 10*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire after Release with 2 of 3 servers: %v", err)
+	}
+	if nb.Token != l.Token+1 || nb.Value != "slot-7" {
+		t.Fatalf("new term = %+v, want token %d and value slot-7", nb, l.Token+1)
+	}
+	// A key first taken while a server is down.
+	if _, err := a.Acquire(ctx, "fresh", "a", 10*time.Second); err != nil {
+		t.Fatalf("Acquire of a new key with 2 of 3 servers: %v", err)
+	}
+}
+
+// TestRedlockTwoDown: with two of three servers killed no operation can
+// reach a quorum; each returns an error, never a false success or a verdict.
+func TestRedlockTwoDown(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	a := open(t, s)
+	t.Cleanup(func() { a.Close() })
+	ctx := ctxT(t, 30*time.Second)
+
+	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs[0].Stop()
+	procs[2].Stop()
+
+	_, err = a.Renew(ctx, l)
+	wantStoreError(t, "Renew with 1 of 3 servers", err)
+	wantStoreError(t, "Release with 1 of 3 servers", a.Release(ctx, l))
+	_, err = a.Acquire(ctx, "job", "a", 10*time.Second)
+	wantStoreError(t, "Acquire by the holder with 1 of 3 servers", err)
+	_, err = a.Acquire(ctx, "other", "a", 10*time.Second)
+	wantStoreError(t, "Acquire of a free key with 1 of 3 servers", err)
+	_, err = a.Observe(ctx, "job")
+	wantStoreError(t, "Observe with 1 of 3 servers", err)
+	_, err = a.Watch(ctx, "job")
+	wantStoreError(t, "Watch with 1 of 3 servers", err)
+}
+
+// TestRedlockHung: a server that hangs (SIGSTOP: its connections stay open
+// and silent) costs each operation one per-server timeout, a fifth of the
+// ttl, and the quorum of the other two carries on.
+func TestRedlockHung(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	a := open(t, s)
+	t.Cleanup(func() { a.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	const ttl = 2 * time.Second
+	l, err := a.Acquire(ctx, "job", "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := procs[1].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = procs[1].Signal(syscall.SIGCONT) })
+	start := time.Now()
+	if _, err := a.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew with one server hung: %v", err)
+	}
+	if d := time.Since(start); d > ttl/2 {
+		t.Fatalf("Renew with one server hung took %s, want about ttl/5 = %s", d, ttl/5)
+	} else {
+		t.Logf("Renew with one server hung: %s", d)
+	}
+	if err := procs[2].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = procs[2].Signal(syscall.SIGCONT) })
+	start = time.Now()
+	_, err = a.Renew(ctx, l)
+	wantStoreError(t, "Renew with two servers hung", err)
+	if d := time.Since(start); d > ttl/2 {
+		t.Fatalf("Renew with two servers hung took %s", d)
+	}
+}
+
+// TestRedlockServerLostData: a server restarted empty (no persistence) is
+// brought back up to the quorum's counter; tokens keep growing as long as
+// every quorum keeps one server that remembers the last term.
+func TestRedlockServerLostData(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	a := open(t, s)
+	t.Cleanup(func() { a.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	var last uint64
+	cycle := func(what string) {
+		t.Helper()
+		l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l.Token <= last {
+			t.Fatalf("%s: token %d after %d", what, l.Token, last)
+		}
+		t.Logf("%s: token %d", what, l.Token)
+		last = l.Token
+		if err := a.Release(ctx, l); err != nil {
+			t.Fatalf("%s: release: %v", what, err)
+		}
+	}
+	for range 3 {
+		cycle("all servers")
+	}
+	restart(t, procs, addrs, 2)
+	cycle("server 2 restarted empty")
+	procs[0].Stop()
+	cycle("server 0 down, server 2 empty before the last term")
+	cycle("again")
+}

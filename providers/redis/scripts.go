@@ -1,0 +1,183 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Every script reads the server's clock (TIME) so that expiries are the
+// server's view. KEYS[1] is the lease hash, which never expires; KEYS[2]
+// the live key, which exists with a PX expiry while the term is live.
+// Tokens travel as decimal strings: Lua numbers are doubles and would print
+// large tokens in exponent form.
+const scriptNow = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// acquireScript: ARGV holder, ttl ms, minimum token, channel. The new token
+// is the counter + 1, or the minimum when that is larger (Redlock brings a
+// lagging server up to the quorum's counter). Replies
+// {won, holder, token, expires ms, value, value token, value stamp}.
+var acquireScript = goredis.NewScript(scriptNow + `
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp')
+local holder, token = s[1] or '', s[2] or '0'
+local pttl = redis.call('PTTL', KEYS[2])
+if pttl > 0 and holder ~= '' and holder ~= ARGV[1] then
+  return {0, holder, token, now + pttl, s[3] or '', s[4] or '0', s[5] or '0'}
+end
+if tonumber(ARGV[3]) > tonumber(token) + 1 then
+  redis.call('HSET', KEYS[1], 'token', ARGV[3])
+else
+  redis.call('HINCRBY', KEYS[1], 'token', 1)
+end
+token = redis.call('HGET', KEYS[1], 'token')
+redis.call('HSET', KEYS[1], 'holder', ARGV[1])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[4], 'acquired')
+return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0'}
+`)
+
+// renewScript: ARGV holder, token, ttl ms, value, value stamp. Holder and
+// token are those of the latest term, whether or not it is live: an expired
+// term nobody took may be renewed. Replies {ok, expires ms}.
+var renewScript = goredis.NewScript(scriptNow + `
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
+  return {0, 0}
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+redis.call('HSET', KEYS[1], 'value', ARGV[4], 'vtok', ARGV[2], 'vstamp', ARGV[5])
+return {1, now + tonumber(ARGV[3])}
+`)
+
+// releaseScript: ARGV holder, token, value, value stamp, channel, and
+// "1" to store the value ("0" when a failed Redlock Acquire undoes its
+// term and must leave the previous term's value as it was). The hash stays:
+// its counter is what keeps the next token growing.
+var releaseScript = goredis.NewScript(`
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'holder', '')
+if ARGV[6] == '1' then
+  redis.call('HSET', KEYS[1], 'value', ARGV[3], 'vtok', ARGV[2], 'vstamp', ARGV[4])
+end
+redis.call('DEL', KEYS[2])
+redis.call('PUBLISH', ARGV[5], 'released')
+return 1
+`)
+
+// observeScript replies {live, holder, token, expires ms, value, value
+// token, value stamp}; holder is "" unless the term is live.
+var observeScript = goredis.NewScript(scriptNow + `
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp')
+local holder = s[1] or ''
+local pttl = redis.call('PTTL', KEYS[2])
+if pttl > 0 and holder ~= '' then
+  return {1, holder, s[2] or '0', now + pttl, s[3] or '', s[4] or '0', s[5] or '0'}
+end
+return {0, '', s[2] or '0', 0, s[3] or '', s[4] or '0', s[5] or '0'}
+`)
+
+// record is one server's view of a lease.
+type record struct {
+	ok      bool // acquire: won; observe: live
+	holder  string
+	token   uint64
+	expires time.Time
+	value   stamped
+}
+
+// stamped is a Value with the term that wrote it and the writer's clock at
+// the write. Under Redlock the servers may disagree on the Value (a Renew
+// that reached only some of them); the newest (vtok, vstamp) wins.
+type stamped struct {
+	value  string
+	token  uint64
+	stamp  int64
+	exists bool
+}
+
+func (a stamped) newer(b stamped) bool {
+	if a.token != b.token {
+		return a.token > b.token
+	}
+	return a.stamp > b.stamp
+}
+
+func (p *Provider) nodeAcquire(ctx context.Context, n *node, key, holder string, ttl time.Duration, minToken uint64) (record, error) {
+	res, err := acquireScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
+		holder, ttl.Milliseconds(), strconv.FormatUint(minToken, 10), p.channel(key)).Slice()
+	if err != nil {
+		return record{}, err
+	}
+	return parseRecord(res)
+}
+
+func (p *Provider) nodeRenew(ctx context.Context, n *node, key, holder string, token uint64, ttl time.Duration, value string, stamp int64) (ok bool, expires time.Time, err error) {
+	res, err := renewScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
+		holder, strconv.FormatUint(token, 10), ttl.Milliseconds(), value, stamp).Int64Slice()
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	if len(res) != 2 {
+		return false, time.Time{}, fmt.Errorf("renew script replied %v", res)
+	}
+	return res[0] == 1, time.UnixMilli(res[1]), nil
+}
+
+// nodeRelease stores value unless it is nil.
+func (p *Provider) nodeRelease(ctx context.Context, n *node, key, holder string, token uint64, value *string, stamp int64) (bool, error) {
+	v, store := "", "0"
+	if value != nil {
+		v, store = *value, "1"
+	}
+	res, err := releaseScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
+		holder, strconv.FormatUint(token, 10), v, stamp, p.channel(key), store).Int64()
+	return res == 1, err
+}
+
+func (p *Provider) nodeObserve(ctx context.Context, n *node, key string) (record, error) {
+	res, err := observeScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)}).Slice()
+	if err != nil {
+		return record{}, err
+	}
+	return parseRecord(res)
+}
+
+// parseRecord reads {flag, holder, token, expires ms, value, value token,
+// value stamp}.
+func parseRecord(res []any) (record, error) {
+	bad := func(what string) (record, error) {
+		return record{}, fmt.Errorf("script replied %v: bad %s", res, what)
+	}
+	if len(res) != 7 {
+		return bad("length")
+	}
+	flag, ok1 := res[0].(int64)
+	holder, ok2 := res[1].(string)
+	token, err1 := strconv.ParseUint(fmt.Sprint(res[2]), 10, 64)
+	exp, ok3 := res[3].(int64)
+	value, ok4 := res[4].(string)
+	vtok, err2 := strconv.ParseUint(fmt.Sprint(res[5]), 10, 64)
+	vstamp, err3 := strconv.ParseInt(fmt.Sprint(res[6]), 10, 64)
+	switch {
+	case !ok1 || !ok2 || !ok4:
+		return bad("field types")
+	case !ok3:
+		return bad("expiry")
+	case err1 != nil || err2 != nil || err3 != nil:
+		return bad("token")
+	}
+	r := record{ok: flag == 1, holder: holder, token: token, value: stamped{value: value, token: vtok, stamp: vstamp, exists: vtok > 0}}
+	if exp > 0 {
+		r.expires = time.UnixMilli(exp)
+	}
+	return r, nil
+}
