@@ -9,6 +9,7 @@ import (
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/datastore"
+	"github.com/electd/electd/providers/etcd"
 	"github.com/electd/electd/providers/mongodb"
 	"github.com/electd/electd/providers/redis"
 	sqlprovider "github.com/electd/electd/providers/sql"
@@ -21,6 +22,7 @@ var providerTypes = map[string]func(context.Context, config.Provider, hclog.Logg
 	config.ProviderRedis:     redis.Open,
 	config.ProviderDatastore: datastore.Open,
 	config.ProviderMongoDB:   mongodb.Open,
+	config.ProviderEtcd:      etcd.Open,
 }
 
 func openProvider(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {

@@ -1,0 +1,50 @@
+// Package etcd is the lease store on an etcd cluster (v3 API; tested against
+// etcd 3.4 with the v3.7 Go client).
+//
+// Each job key has two etcd keys under the provider's prefix:
+//
+//	<prefix><key>          the lease key: {"holder","token"}, attached to an
+//	                       etcd lease of the term's ttl. It exists exactly
+//	                       while the lease is held; etcd deletes it when its
+//	                       lease expires, and Release deletes it.
+//	<prefix><key>/record   the record: {"holder","token","value"}, no etcd
+//	                       lease, never deleted. It keeps the last token and
+//	                       the Value across releases, expiries and restarts.
+//
+// Job names cannot hold "/" (config), and the provider refuses keys that do,
+// so one key's record can never be another key's lease key.
+//
+// Arbitration: every write is one etcd transaction guarded by the
+// ModRevision of both keys as they were read, so of several racing clients
+// exactly one commits and the others re-read and see the winner. Acquire
+// succeeds when the lease key is absent (never held, released, or deleted by
+// etcd at expiry) or names the caller. The fencing token is a per-key counter
+// in the record, written as record.token+1 by the winning transaction: it
+// grows by exactly one per term, as the contract asks, and never goes back
+// because the record is never deleted and etcd keeps it on disk through
+// restarts. (A global etcd revision would also only grow, but it jumps by
+// every write to any key, and the contract wants previous+1.)
+//
+// Time: expiry is judged by etcd's lessor on the etcd leader, never by the
+// agent's clock. A ttl becomes an etcd lease of ceil(ttl) whole seconds; etcd
+// raises a shorter lease to its minimum, ceil(1.5 × election timeout) = 2 s
+// with default settings. The granted lease is thus never shorter than ttl,
+// and it starts when etcd grants or refreshes it, after the agent sent the
+// request at t: the key lives at least until t + ttl, later than the agent's
+// own deadline t + ttl*0.99. etcd may keep a lease longer, never shorter: the
+// expired-lease sweep runs every 500 ms, and a new etcd leader (or a restarted
+// single member) gives every lease its full ttl again.
+//
+// Renew refreshes the term's etcd lease with one KeepAliveOnce after checking
+// holder and token in the record; a lease that expired and was not taken is
+// renewed by granting a new etcd lease in a guarded transaction. Release
+// deletes the lease key and clears the holder in the record in one
+// transaction, then revokes the etcd lease.
+//
+// The provider implements providers.Watcher with an etcd watch on the lease
+// key: a waiting candidate hears of a release or expiry within milliseconds.
+//
+// Open does no I/O: the client connects (and authenticates, when a username
+// is set) on first use, so an agent started while etcd is down keeps running
+// and reports errors per operation.
+package etcd

@@ -1,0 +1,301 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/providers"
+)
+
+// attempts bounds the retries of an operation whose guarded transaction
+// failed because a key changed between the read and the write (an expiry, a
+// racing client): each retry re-reads and decides again.
+const attempts = 5
+
+var errChanged = errors.New("lease changed hands during the operation; gave up after retries")
+
+// Acquire starts a new term on key for holder when the lease key is absent
+// (never held, released, or deleted by etcd at expiry) or names holder.
+func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+	l, err := p.acquire(ctx, key, holder, ttl)
+	if err != nil && !errors.Is(err, providers.ErrHeld) {
+		return providers.Lease{}, fmt.Errorf("etcd: acquire %q: %w", key, p.explain(err))
+	}
+	return l, err
+}
+
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+	if err := checkKey(key); err != nil {
+		return providers.Lease{}, err
+	}
+	if err := checkHolder(holder); err != nil {
+		return providers.Lease{}, err
+	}
+	secs, err := leaseSeconds(ttl)
+	if err != nil {
+		return providers.Lease{}, err
+	}
+	cli, err := p.client(ctx)
+	if err != nil {
+		return providers.Lease{}, err
+	}
+	for range attempts {
+		st, err := p.read(ctx, cli, key)
+		if err != nil {
+			return providers.Lease{}, err
+		}
+		if st.held && st.hold.Holder != holder {
+			exp, _, err := p.expiry(ctx, cli, st.leaseID)
+			if err != nil {
+				return providers.Lease{}, err
+			}
+			return providers.Lease{}, &providers.HeldError{Key: key, Holder: st.hold.Holder, Token: st.hold.Token, Expires: exp}
+		}
+		grant, err := cli.Grant(ctx, secs)
+		if err != nil {
+			return providers.Lease{}, fmt.Errorf("grant lease: %w", err)
+		}
+		granted := time.Now()
+		next := record{Holder: holder, Token: st.rec.Token + 1, Value: st.rec.Value}
+		resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(
+			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: holder, Token: next.Token, TTL: secs}), clientv3.WithLease(grant.ID)),
+			clientv3.OpPut(p.recordKey(key), encode(next)),
+		).Commit()
+		if err != nil || !resp.Succeeded {
+			// Also when the outcome is unknown: revoking frees the key if
+			// the write did land, which is safe, as the caller was told no.
+			p.revoke(ctx, cli, grant.ID)
+			if err != nil {
+				return providers.Lease{}, err
+			}
+			continue
+		}
+		if st.held {
+			// The returning holder's previous term: the lease key moved to
+			// the new etcd lease, so this deletes nothing.
+			p.revoke(ctx, cli, st.leaseID)
+		}
+		return providers.Lease{
+			Key:     key,
+			Holder:  holder,
+			Token:   next.Token,
+			TTL:     ttl,
+			Expires: granted.Add(time.Duration(grant.TTL) * time.Second),
+			Value:   st.rec.Value,
+		}, nil
+	}
+	return providers.Lease{}, errChanged
+}
+
+// Renew refreshes the term's etcd lease and stores lease.Value when holder
+// and token still match. A term that expired and that nobody took may be
+// renewed: it gets a new etcd lease.
+func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
+	exp, err := p.renew(ctx, lease)
+	if err != nil && !errors.Is(err, providers.ErrLost) {
+		return providers.Lease{}, fmt.Errorf("etcd: renew %q: %w", lease.Key, p.explain(err))
+	}
+	if err != nil {
+		return providers.Lease{}, err
+	}
+	lease.Expires = exp
+	return lease, nil
+}
+
+func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time, error) {
+	if err := checkKey(lease.Key); err != nil {
+		return time.Time{}, err
+	}
+	if err := checkHolder(lease.Holder); err != nil {
+		return time.Time{}, err
+	}
+	if err := providers.CheckValue(lease.Value); err != nil {
+		return time.Time{}, err
+	}
+	secs, err := leaseSeconds(lease.TTL)
+	if err != nil {
+		return time.Time{}, err
+	}
+	cli, err := p.client(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	key := lease.Key
+	rec := record{Holder: lease.Holder, Token: lease.Token, Value: lease.Value}
+	for range attempts {
+		st, err := p.read(ctx, cli, key)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if st.recordRev == 0 || st.rec.Holder != lease.Holder || st.rec.Token != lease.Token {
+			return time.Time{}, lost(lease)
+		}
+		if st.held && st.hold.TTL == secs {
+			// Every term has its own etcd lease, revoked when the term ends:
+			// refreshing it cannot revive another holder's term.
+			ka, err := cli.KeepAliveOnce(ctx, st.leaseID)
+			refreshed := time.Now()
+			switch {
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				continue // expired since the read: the next read sees it gone
+			case err != nil:
+				return time.Time{}, fmt.Errorf("keep lease alive: %w", err)
+			}
+			if st.rec.Value != lease.Value {
+				resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(clientv3.OpPut(p.recordKey(key), encode(rec))).Commit()
+				if err != nil {
+					return time.Time{}, err
+				}
+				if !resp.Succeeded {
+					continue
+				}
+			}
+			return refreshed.Add(time.Duration(ka.TTL) * time.Second), nil
+		}
+		// Expired and not taken, or another ttl: the term moves to a new
+		// etcd lease, token unchanged.
+		grant, err := cli.Grant(ctx, secs)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("grant lease: %w", err)
+		}
+		granted := time.Now()
+		resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(
+			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: lease.Holder, Token: lease.Token, TTL: secs}), clientv3.WithLease(grant.ID)),
+			clientv3.OpPut(p.recordKey(key), encode(rec)),
+		).Commit()
+		if err != nil || !resp.Succeeded {
+			p.revoke(ctx, cli, grant.ID)
+			if err != nil {
+				return time.Time{}, err
+			}
+			continue
+		}
+		if st.held {
+			p.revoke(ctx, cli, st.leaseID)
+		}
+		return granted.Add(time.Duration(grant.TTL) * time.Second), nil
+	}
+	return time.Time{}, errChanged
+}
+
+// Release deletes the lease key and clears the holder in the record when
+// holder and token still match; the token and lease.Value stay in the
+// record. The term's etcd lease is revoked afterwards.
+func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
+	err := p.release(ctx, lease)
+	if err != nil && !errors.Is(err, providers.ErrLost) {
+		return fmt.Errorf("etcd: release %q: %w", lease.Key, p.explain(err))
+	}
+	return err
+}
+
+func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
+	if err := checkKey(lease.Key); err != nil {
+		return err
+	}
+	if err := checkHolder(lease.Holder); err != nil {
+		return err
+	}
+	if err := providers.CheckValue(lease.Value); err != nil {
+		return err
+	}
+	cli, err := p.client(ctx)
+	if err != nil {
+		return err
+	}
+	key := lease.Key
+	for range attempts {
+		st, err := p.read(ctx, cli, key)
+		if err != nil {
+			return err
+		}
+		if st.recordRev == 0 || st.rec.Holder != lease.Holder || st.rec.Token != lease.Token {
+			return lost(lease)
+		}
+		ops := []clientv3.Op{clientv3.OpPut(p.recordKey(key), encode(record{Token: lease.Token, Value: lease.Value}))}
+		if st.held {
+			ops = append(ops, clientv3.OpDelete(p.leaseKey(key)))
+		}
+		resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(ops...).Commit()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			continue
+		}
+		if st.held {
+			p.revoke(ctx, cli, st.leaseID)
+		}
+		return nil
+	}
+	return errChanged
+}
+
+// Observe returns the record of key; Holder is "" when the lease key is
+// absent (free, released, or expired by etcd).
+func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
+	l, err := p.observe(ctx, key)
+	if err != nil {
+		return providers.Lease{}, fmt.Errorf("etcd: observe %q: %w", key, p.explain(err))
+	}
+	return l, nil
+}
+
+func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, error) {
+	if err := checkKey(key); err != nil {
+		return providers.Lease{}, err
+	}
+	cli, err := p.client(ctx)
+	if err != nil {
+		return providers.Lease{}, err
+	}
+	st, err := p.read(ctx, cli, key)
+	if err != nil {
+		return providers.Lease{}, err
+	}
+	l := providers.Lease{Key: key, Token: st.rec.Token, Value: st.rec.Value}
+	if !st.held {
+		return l, nil
+	}
+	exp, alive, err := p.expiry(ctx, cli, st.leaseID)
+	if err != nil {
+		return providers.Lease{}, err
+	}
+	if alive {
+		l.Holder, l.TTL, l.Expires = st.hold.Holder, time.Duration(st.hold.TTL)*time.Second, exp
+	}
+	return l, nil
+}
+
+// expiry asks etcd how long the lease has left. etcd answers in whole
+// seconds, truncated, so the expiry lies in the second after now+TTL: the end
+// of that second is reported, never earlier than etcd's own. alive is false
+// when the lease is gone (expired or revoked since the key was read).
+func (p *Provider) expiry(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (exp time.Time, alive bool, err error) {
+	resp, err := cli.TimeToLive(ctx, id)
+	now := time.Now()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0) {
+		return now, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("lease time to live: %w", err)
+	}
+	return now.Add(time.Duration(resp.TTL+1) * time.Second), true, nil
+}
+
+// revoke ends an etcd lease that no term uses any more. It is tidiness, not
+// safety: a lease left behind expires by itself within its ttl, so a failure
+// (or a ctx already done) is only logged.
+func (p *Provider) revoke(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) {
+	if ctx.Err() != nil {
+		return
+	}
+	if _, err := cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		p.log.Debug("revoke etcd lease failed; it expires by itself", "lease_id", int64(id), "error", err)
+	}
+}
