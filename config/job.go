@@ -106,6 +106,8 @@ type jobDecl struct {
 	providerRef  string         // "TYPE.NAME" as written; "" when omitted or invalid
 	src          []byte
 	reads        reads
+	ttlRange     hcl.Range // the ttl attribute, or the block header when omitted
+	ttlOK        bool      // ttl was given validly or defaulted
 }
 
 func (l *loader) decodeJobs(blocks []*hcl.Block) ([]*jobDecl, hcl.Diagnostics) {
@@ -156,6 +158,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 	renew, renewOK := b.duration("renew_every", DefaultRenewEvery)
 	retry, retryOK := b.duration("retry_every", DefaultRetryEvery)
 	j.TTL, j.RenewEvery, j.RetryEvery = ttl, renew, retry
+	j.ttlRange = b.rangeOf("ttl", block.DefRange)
 	if ttlOK && ttl == 0 {
 		diags = append(diags, errorf(b.rangeOf("ttl", block.DefRange), "Invalid ttl", "The ttl must be longer than zero."))
 		ttlOK = false
@@ -217,6 +220,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 			"A job with mode = \"lock\" takes the lease for each run of a scheduled task and then releases it, so it needs a task block (and no run block)."))
 	}
 
+	j.ttlOK = ttlOK
 	if ttlOK && renewOK {
 		diags = append(diags, checkTiming(j.Job, b, block)...)
 	}
@@ -440,9 +444,25 @@ func resolveProviders(jobs []*jobDecl, provs []*providerDecl, declared int) hcl.
 			continue
 		}
 		j.Provider = p.Ref()
+		diags = append(diags, checkProviderTTL(j, p)...)
 		j.Fingerprint = fingerprint(j, p)
 	}
 	return diags
+}
+
+// checkProviderTTL applies the ttl limits of the job's provider type. Azure
+// blob leases last 15 to 60 whole seconds: the lease is the term, so a ttl
+// it cannot express would either expire before the leader's safety rule
+// expects or hold off takeover for longer than configured.
+func checkProviderTTL(j *jobDecl, p *providerDecl) hcl.Diagnostics {
+	if p.Type != ProviderAzureBlob || !j.ttlOK {
+		return nil
+	}
+	if j.TTL >= 15*time.Second && j.TTL <= 60*time.Second && j.TTL%time.Second == 0 {
+		return nil
+	}
+	return hcl.Diagnostics{errorf(j.ttlRange, "Invalid ttl for azure_blob",
+		"The ttl (%s) of a job on provider %s must be whole seconds from 15s to 60s: it is the duration of an Azure blob lease, and Azure accepts no other.", j.TTL, p.Ref())}
 }
 
 // fingerprint is a sha256 over the job block's source text, its provider

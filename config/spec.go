@@ -30,6 +30,16 @@ func (c *Config) Provider(ref string) (Provider, bool) {
 	return Provider{}, false
 }
 
+// ByName returns the job with the given name.
+func (c *Config) ByName(name string) (Job, bool) {
+	for _, j := range c.Jobs {
+		if j.Name == name {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
 // Agent is the `agent` block.
 type Agent struct {
 	NodeID          string // never empty after Load: defaulted to <hostname>-<pid>-<4 hex>

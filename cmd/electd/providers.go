@@ -8,6 +8,7 @@ import (
 
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/azureblob"
 	"github.com/electd/electd/providers/datastore"
 	"github.com/electd/electd/providers/etcd"
 	"github.com/electd/electd/providers/mongodb"
@@ -23,6 +24,7 @@ var providerTypes = map[string]func(context.Context, config.Provider, hclog.Logg
 	config.ProviderDatastore: datastore.Open,
 	config.ProviderMongoDB:   mongodb.Open,
 	config.ProviderEtcd:      etcd.Open,
+	config.ProviderAzureBlob: azureblob.Open,
 }
 
 func openProvider(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {

@@ -1,0 +1,25 @@
+// Package azureblob is the lease store on Azure Blob Storage (provider type
+// azure_blob): one block blob per job in one container, leadership being an
+// Azure blob lease.
+//
+// The blob lease is the arbiter. Azure grants a lease to one lease id at a
+// time and expires it by the storage service's clock, so expiry never depends
+// on the agents' clocks; lease durations are whole seconds from 15 to 60,
+// which bounds a job's ttl. The lease id is derived from holder and key (a
+// UUID version 5), so a holder that restarts gets its own lease back at once
+// instead of waiting out the ttl.
+//
+// The fencing token, the holder and Lease.Value live in the blob's metadata.
+// Every metadata write is made under the lease (x-ms-lease-id) and with
+// If-Match on the ETag read just before, so two nodes racing after an expiry
+// cannot both bump the token, and two processes that share a holder name
+// (which then share the lease id) are told apart by the token. Lease
+// operations do not change the ETag; metadata writes do.
+//
+// Azure has no change notification for a lease, so the provider does not
+// implement providers.Watcher: waiting candidates poll every retry_every.
+//
+// Open does no I/O: the container and the blobs are created by the first
+// Acquire that needs them, so an agent started while storage is unreachable
+// keeps running and reports errors per operation.
+package azureblob
