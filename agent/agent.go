@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,15 +36,49 @@ type Options struct {
 	Clock Clock
 }
 
-// Agent runs one election loop per job of a configuration.
+// Agent runs one election loop per job of a configuration, and swaps
+// configurations on Reload without touching the jobs that did not change.
 type Agent struct {
-	cfg  *config.Config
 	opts Options
 	log  hclog.Logger
 
-	jobs  []*job // in configuration order, set by Run
-	ready atomic.Bool
-	mu    sync.Mutex
+	reloads chan reloadReq
+	ready   atomic.Bool
+
+	mu      sync.Mutex
+	cfg     *config.Config
+	jobs    []*runningJob                 // in configuration order
+	provs   map[string]*openProvider      // by provider key
+	stopped map[*runningJob]chan struct{} // replaced jobs still stepping down
+}
+
+// runningJob is one job's loop and hook runner, stoppable on its own.
+type runningJob struct {
+	*job
+	provKey   string
+	cancel    context.CancelCauseFunc // the cause is the step-down reason
+	loopDone  chan struct{} // the loop ended: work stopped, lease released
+	hooksDone chan struct{} // and its hooks (on_demoted) have run
+}
+
+type openProvider struct {
+	p    providers.Provider
+	refs int
+}
+
+type reloadReq struct {
+	cfg   *config.Config
+	reply chan reloadResult
+}
+
+type reloadResult struct {
+	summary ReloadSummary
+	err     error
+}
+
+// ReloadSummary says what a reload did, by job name.
+type ReloadSummary struct {
+	Kept, Restarted, Added, Removed []string
 }
 
 // New checks the options; Run does the work.
@@ -58,95 +95,251 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	if len(cfg.Jobs) == 0 {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
-	return &Agent{cfg: cfg, opts: opts, log: opts.Logger}, nil
+	return &Agent{cfg: cfg, opts: opts, log: opts.Logger, reloads: make(chan reloadReq),
+		provs: map[string]*openProvider{}, stopped: map[*runningJob]chan struct{}{}}, nil
 }
 
 // Run opens the providers the jobs use, starts every job's loop and runs
-// until ctx is done. Then each leader stops its work, releases its lease
-// and fires on_demoted; Run returns once that is done, or with an error
-// when it took longer than the agent's shutdown_timeout (the remaining
-// children are then killed).
+// until ctx is done, applying reloads meanwhile. Then each leader stops its
+// work, releases its lease and fires on_demoted; Run returns once that is
+// done, or with an error when it took longer than the agent's
+// shutdown_timeout (the remaining children are then killed).
 func (a *Agent) Run(ctx context.Context) error {
-	provs := map[string]providers.Provider{}
-	defer func() {
-		for ref, p := range provs {
-			if err := p.Close(); err != nil {
-				a.log.Warn("closing provider", "provider", ref, "error", err)
-			}
-		}
-	}()
-	jobs := make([]*job, 0, len(a.cfg.Jobs))
-	for _, spec := range a.cfg.Jobs {
-		p, ok := provs[spec.Provider]
-		if !ok {
-			pc, found := a.cfg.Provider(spec.Provider)
-			if !found {
-				return fmt.Errorf("agent: job %q: no provider %s", spec.Name, spec.Provider)
-			}
-			var err error
-			if p, err = a.opts.Open(ctx, pc); err != nil {
-				return fmt.Errorf("agent: open provider %s: %w", spec.Provider, err)
-			}
-			provs[spec.Provider] = p
-		}
-		jobs = append(jobs, newJob(spec, a.cfg.Agent.NodeID, p, a.opts, a.log))
-	}
-	a.mu.Lock()
-	a.jobs = jobs
-	a.mu.Unlock()
-
-	// Hooks outlive the loops: on_demoted fires as each loop ends.
-	hookCtx, stopHooks := context.WithCancel(context.Background())
-	defer stopHooks()
-	var loops, hooks sync.WaitGroup
-	for _, j := range jobs {
-		hooks.Add(1)
-		go func() { defer hooks.Done(); j.hooks.run(hookCtx) }()
-		loops.Add(1)
-		go func() { defer loops.Done(); j.run(ctx) }()
+	if _, err := a.apply(ctx, a.cfg); err != nil {
+		a.closeProviders()
+		return err
 	}
 	a.ready.Store(true)
-	<-ctx.Done()
+	for {
+		select {
+		case req := <-a.reloads:
+			s, err := a.apply(ctx, req.cfg)
+			req.reply <- reloadResult{s, err}
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	return a.shutdown()
+}
 
+// Reload replaces the configuration: unchanged jobs (same fingerprint) keep
+// their leadership, token and child; changed jobs step down and start again
+// with the new spec; removed jobs release; added jobs start. The agent block
+// is not reloaded (node_id, listen and api_token need a restart). When a new
+// provider cannot be opened, nothing changes and the error is returned.
+func (a *Agent) Reload(ctx context.Context, cfg *config.Config) (ReloadSummary, error) {
+	req := reloadReq{cfg: cfg, reply: make(chan reloadResult, 1)}
+	select {
+	case a.reloads <- req:
+	case <-ctx.Done():
+		return ReloadSummary{}, ctx.Err()
+	}
+	r := <-req.reply
+	return r.summary, r.err
+}
+
+// apply moves from the running jobs to those of cfg. It runs on Run's
+// goroutine only.
+func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, error) {
+	var sum ReloadSummary
+	old := map[string]*runningJob{}
+	for _, r := range a.jobs {
+		old[r.spec.Name] = r
+	}
+
+	// Open what the new configuration needs first: a provider that cannot
+	// be opened rejects the reload before anything is disturbed.
+	opened := map[string]providers.Provider{}
+	keyOf := map[string]string{} // provider ref → key
+	for _, spec := range cfg.Jobs {
+		if _, done := keyOf[spec.Provider]; done {
+			continue
+		}
+		pc, ok := cfg.Provider(spec.Provider)
+		if !ok {
+			a.closeAll(opened)
+			return sum, fmt.Errorf("agent: job %q: no provider %s", spec.Name, spec.Provider)
+		}
+		key := providerKey(pc)
+		keyOf[spec.Provider] = key
+		if _, ok := a.provs[key]; ok {
+			continue
+		}
+		p, err := a.opts.Open(ctx, pc)
+		if err != nil {
+			a.closeAll(opened)
+			return sum, fmt.Errorf("agent: open provider %s: %w", spec.Provider, err)
+		}
+		opened[key] = p
+	}
+	for key, p := range opened {
+		a.provs[key] = &openProvider{p: p}
+	}
+
+	// Stop the jobs that changed or went away, all at once, and wait.
+	keep := map[string]bool{}
+	var stopping []*runningJob
+	for _, spec := range cfg.Jobs {
+		if r, ok := old[spec.Name]; ok && r.spec.Fingerprint == spec.Fingerprint && r.provKey == keyOf[spec.Provider] {
+			keep[spec.Name] = true
+		}
+	}
+	for _, r := range a.jobs {
+		if keep[r.spec.Name] {
+			continue
+		}
+		if _, still := cfg.ByName(r.spec.Name); still {
+			r.cancel(errors.New("the job's configuration changed"))
+		} else {
+			r.cancel(errors.New("the job was removed from the configuration"))
+		}
+		stopping = append(stopping, r)
+	}
+	for _, r := range stopping {
+		<-r.loopDone
+		a.release(r.provKey)
+		if _, still := cfg.ByName(r.spec.Name); still {
+			sum.Restarted = append(sum.Restarted, r.spec.Name)
+		} else {
+			sum.Removed = append(sum.Removed, r.spec.Name)
+			r.log.Info("job removed from the configuration: stopped and released")
+		}
+		// Its on_demoted hooks still run; shutdown waits for them.
+		a.mu.Lock()
+		a.stopped[r] = r.hooksDone
+		a.mu.Unlock()
+	}
+
+	jobs := make([]*runningJob, 0, len(cfg.Jobs))
+	for _, spec := range cfg.Jobs {
+		if keep[spec.Name] {
+			jobs = append(jobs, old[spec.Name])
+			sum.Kept = append(sum.Kept, spec.Name)
+			continue
+		}
+		if _, ok := old[spec.Name]; !ok && a.jobs != nil {
+			sum.Added = append(sum.Added, spec.Name)
+		}
+		key := keyOf[spec.Provider]
+		a.provs[key].refs++
+		jobs = append(jobs, a.startJob(spec, key, cfg.Agent.NodeID))
+	}
+	for key, op := range a.provs {
+		if op.refs == 0 {
+			if err := op.p.Close(); err != nil {
+				a.log.Warn("closing provider", "error", err)
+			}
+			delete(a.provs, key)
+		}
+	}
+	a.mu.Lock()
+	a.jobs, a.cfg = jobs, cfg
+	a.mu.Unlock()
+	return sum, nil
+}
+
+func (a *Agent) startJob(spec config.Job, key, node string) *runningJob {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &runningJob{job: newJob(spec, node, a.provs[key].p, a.opts, a.log), provKey: key, cancel: cancel,
+		loopDone: make(chan struct{}), hooksDone: make(chan struct{})}
+	hookCtx, stopHooks := context.WithCancel(context.Background())
+	go func() { defer close(r.hooksDone); r.hooks.run(hookCtx) }()
+	go func() {
+		defer close(r.loopDone)
+		defer stopHooks() // the hook runner drains what the loop queued, then ends
+		r.run(ctx)
+	}()
+	return r
+}
+
+func (a *Agent) release(key string) {
+	if op, ok := a.provs[key]; ok {
+		op.refs--
+	}
+}
+
+func (a *Agent) closeAll(ps map[string]providers.Provider) {
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+func (a *Agent) closeProviders() {
+	for key, op := range a.provs {
+		if err := op.p.Close(); err != nil {
+			a.log.Warn("closing provider", "error", err)
+		}
+		delete(a.provs, key)
+	}
+}
+
+// providerKey identifies a provider's settings: a provider whose settings
+// change is reopened. It is a hash, so no secret is kept in the key.
+func providerKey(p config.Provider) string {
+	v := reflect.ValueOf(p.Settings)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s|%#v", p.Ref(), v.Interface())))
+	return hex.EncodeToString(h[:])
+}
+
+func (a *Agent) shutdown() error {
 	deadline := time.Now().Add(a.cfg.Agent.ShutdownTimeout)
-	if !waitTimeout(&loops, time.Until(deadline)) {
+	var loops, hooks []chan struct{}
+	for _, r := range a.jobs {
+		r.cancel(errors.New("the agent is stopping"))
+		loops = append(loops, r.loopDone)
+		hooks = append(hooks, r.hooksDone)
+	}
+	a.mu.Lock()
+	for _, done := range a.stopped {
+		hooks = append(hooks, done)
+	}
+	a.mu.Unlock()
+	defer a.closeProviders()
+	if !waitAll(loops, time.Until(deadline)) {
 		a.log.Error("jobs did not stop within shutdown_timeout: killing their process groups",
 			"shutdown_timeout", a.cfg.Agent.ShutdownTimeout)
 		a.Kill()
-		waitTimeout(&loops, 5*time.Second)
+		waitAll(loops, 5*time.Second)
 		return errors.New("agent: shutdown_timeout exceeded")
 	}
-	stopHooks()
-	if !waitTimeout(&hooks, time.Until(deadline)) {
+	if !waitAll(hooks, time.Until(deadline)) {
 		a.log.Error("hooks still running at shutdown_timeout: killing them")
 		a.Kill()
-		waitTimeout(&hooks, 5*time.Second)
+		waitAll(hooks, 5*time.Second)
 		return errors.New("agent: shutdown_timeout exceeded while hooks ran")
 	}
 	return nil
 }
 
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+func waitAll(chs []chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		}
 	}
+	return true
 }
 
 // Ready reports whether every job's loop has started.
 func (a *Agent) Ready() bool { return a.ready.Load() }
 
+func (a *Agent) running() []*runningJob {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.jobs
+}
+
 // Jobs is the state of every job, for the API.
 func (a *Agent) Jobs() []api.JobStatus {
-	a.mu.Lock()
-	jobs := a.jobs
-	a.mu.Unlock()
+	jobs := a.running()
 	out := make([]api.JobStatus, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, j.status())
@@ -157,10 +350,7 @@ func (a *Agent) Jobs() []api.JobStatus {
 // StepDown asks the loop of job to release its lease and hold off for one
 // ttl, so another node takes over. It fails when this node does not lead.
 func (a *Agent) StepDown(name string) error {
-	a.mu.Lock()
-	jobs := a.jobs
-	a.mu.Unlock()
-	for _, j := range jobs {
+	for _, j := range a.running() {
 		if j.spec.Name != name {
 			continue
 		}
@@ -168,6 +358,8 @@ func (a *Agent) StepDown(name string) error {
 		select {
 		case j.stepDown <- reply:
 			return <-reply
+		case <-j.loopDone:
+			return fmt.Errorf("job %q is stopping", name)
 		case <-time.After(10 * time.Second):
 			return fmt.Errorf("job %q is busy; try again", name)
 		}
@@ -178,10 +370,16 @@ func (a *Agent) StepDown(name string) error {
 // Kill SIGKILLs every command the agent started (the second stop signal).
 func (a *Agent) Kill() {
 	a.mu.Lock()
-	jobs := a.jobs
+	var rs []*runner
+	for _, j := range a.jobs {
+		rs = append(rs, j.runner)
+	}
+	for r := range a.stopped {
+		rs = append(rs, r.runner)
+	}
 	a.mu.Unlock()
-	for _, j := range jobs {
-		j.runner.killAll()
+	for _, r := range rs {
+		r.killAll()
 	}
 }
 

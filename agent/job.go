@@ -256,7 +256,7 @@ func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, l
 		renewAt := tm.nextRenew(now, failed, spec.RenewEvery, spec.RetryEvery)
 		select {
 		case <-ctx.Done():
-			reason.why = "the agent is stopping"
+			reason.why = context.Cause(ctx).Error()
 
 		case <-electedDone:
 			// on_elected execs have finished: the work may start.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,10 @@ type Options struct {
 	Metrics http.Handler // served at /metrics when set
 	Logger  hclog.Logger
 	Now     func() time.Time
+	// Reload reloads the configuration files (POST /v1/reload); LastReload
+	// reports the last outcome (GET /v1/reload).
+	Reload     func(context.Context) ReloadStatus
+	LastReload func() *ReloadStatus
 }
 
 // Handler returns the API's routes.
@@ -70,6 +75,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/jobs", s.jobs)
 	mux.HandleFunc("GET /v1/jobs/{job}", s.job)
 	mux.HandleFunc("POST /v1/jobs/{job}/step-down", s.authorized(s.stepDown))
+	mux.HandleFunc("POST /v1/reload", s.authorized(s.reload))
+	mux.HandleFunc("GET /v1/reload", s.lastReload)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if o.Metrics != nil {

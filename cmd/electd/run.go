@@ -89,6 +89,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	rl := &reloader{paths: paths, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), started: cfg.Agent}
+
 	// The API listens before READY=1, so a unit ordered after electd finds it.
 	var srv *http.Server
 	if cfg.Agent.Listen != "" {
@@ -103,7 +105,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		srv = &http.Server{
 			Handler: api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
-				Metrics: m.Handler(), Logger: log.Named("api")}),
+				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go func() {
@@ -123,9 +125,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		stopping := false
 		for sig := range sigs {
 			switch {
-			case sig == syscall.SIGHUP:
-				// SIGHUP's default action would end the agent; reload is not built yet.
-				log.Warn("received SIGHUP: live reload is not supported yet; restart the agent to apply a new configuration")
+			case sig == syscall.SIGHUP && !stopping:
+				log.Info("received SIGHUP: reloading the configuration")
+				go rl.reload(ctx)
 			case !stopping:
 				stopping = true
 				log.Info("stopping: stopping children and releasing leases", "signal", sig.String())

@@ -1,0 +1,312 @@
+package systest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// notifySocket is a fake systemd: a unix datagram socket collecting what the
+// agent sends to NOTIFY_SOCKET.
+type notifySocket struct {
+	path string
+	msgs chan string
+}
+
+func newNotifySocket(t *testing.T) *notifySocket {
+	t.Helper()
+	// Socket paths are limited to 108 bytes: t.TempDir() can be longer.
+	dir, err := os.MkdirTemp("", "sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	n := &notifySocket{path: filepath.Join(dir, "notify"), msgs: make(chan string, 1000)}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				close(n.msgs)
+				return
+			}
+			n.msgs <- string(buf[:k])
+		}
+	}()
+	return n
+}
+
+// expect waits for a message starting with want, skipping WATCHDOG pings
+// (and counting them) unless WATCHDOG=1 is what is wanted.
+func (n *notifySocket) expect(t *testing.T, want string, within time.Duration) (pings int) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case m, ok := <-n.msgs:
+			if !ok {
+				t.Fatalf("notify socket closed while waiting for %s", want)
+			}
+			if strings.HasPrefix(m, want) {
+				return pings
+			}
+			if m == "WATCHDOG=1" {
+				pings++
+				continue
+			}
+			t.Fatalf("systemd got %q while waiting for %q", m, want)
+		case <-deadline:
+			t.Fatalf("no %s within %s", want, within)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// readPidToken waits for the child to write "PID TOKEN" to path.
+func readPidToken(t *testing.T, path string) (int, string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(path)
+		f := strings.Fields(string(b))
+		if err == nil && len(f) == 2 {
+			if pid, _ := strconv.Atoi(f[0]); pid > 0 && alive(pid) {
+				return pid, f[1]
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no running child wrote %s", path)
+	return 0, ""
+}
+
+// Type=notify: READY once started, RELOADING then READY around each reload
+// (SIGHUP and POST /v1/reload), WATCHDOG pings while healthy, STOPPING on
+// SIGTERM. A reload keeps an unchanged job's child and token; a changed job
+// restarts; a broken configuration is rejected and the old one keeps running.
+func TestSystemdNotifyAndReload(t *testing.T) {
+	dir := t.TempDir()
+	sd := newNotifySocket(t)
+	port := freePort(t)
+	cfgPath := filepath.Join(dir, "electd.hcl")
+	write := func(changedEnv string) {
+		cfg := fmt.Sprintf(`
+agent {
+  node_id = "node-1"
+  listen  = "127.0.0.1:%d"
+}
+provider "sql" "s" {
+  driver = "sqlite"
+  dsn    = %q
+}
+job "steady" {
+  ttl         = "4s"
+  renew_every = "1s"
+  run {
+    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %s/steady.pid; exec sleep 600"]
+    stop_timeout = "1s"
+  }
+}
+job "edited" {
+  ttl         = "4s"
+  renew_every = "1s"
+  run {
+    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %s/edited.pid; exec sleep 600"]
+    env          = { VERSION = %q }
+    stop_timeout = "1s"
+  }
+}
+`, port, filepath.Join(dir, "leases.db"), dir, dir, changedEnv)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("1")
+	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(binary, "run", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sd.path, "WATCHDOG_USEC=400000")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+			t.Logf("agent log:\n%s", b)
+		}
+	}()
+
+	sd.expect(t, "READY=1", 15*time.Second)
+	steadyPid, steadyTok := readPidToken(t, dir+"/steady.pid")
+	editedPid, _ := readPidToken(t, dir+"/edited.pid")
+	if pings := sd.expect(t, "WATCHDOG=1", 5*time.Second); pings != 0 {
+		t.Fatal("unreachable")
+	}
+
+	// 1. SIGHUP with nothing changed: everything stays.
+	cmd.Process.Signal(syscall.SIGHUP)
+	sd.expect(t, "RELOADING=1", 10*time.Second)
+	sd.expect(t, "READY=1", 10*time.Second)
+	if pid, tok := readPidToken(t, dir+"/steady.pid"); pid != steadyPid || tok != steadyTok {
+		t.Errorf("unchanged job after SIGHUP: child %d token %s, want %d %s", pid, tok, steadyPid, steadyTok)
+	}
+
+	// 2. One job edited, reloaded through the API: only it restarts.
+	write("2")
+	st := postReload(t, port, http.StatusOK)
+	if strings.Join(st.Restarted, ",") != "edited" || strings.Join(st.Kept, ",") != "steady" {
+		t.Errorf("reload result %+v, want steady kept and edited restarted", st)
+	}
+	sd.expect(t, "RELOADING=1", 10*time.Second)
+	sd.expect(t, "READY=1", 10*time.Second)
+	if pid, tok := readPidToken(t, dir+"/steady.pid"); pid != steadyPid || tok != steadyTok {
+		t.Errorf("unchanged job after an edit of another: child %d token %s, want %d %s", pid, tok, steadyPid, steadyTok)
+	}
+	if alive(editedPid) {
+		t.Errorf("the edited job's old child %d still runs", editedPid)
+	}
+	if _, tok := readPidToken(t, dir+"/edited.pid"); tok != "2" {
+		t.Errorf("edited job token %s after restart, want 2", tok)
+	}
+
+	// 3. A configuration that fails check: rejected, nothing changes.
+	if err := os.WriteFile(cfgPath, []byte(`job "broken" { ttl = "nope" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st = postReload(t, port, http.StatusUnprocessableEntity)
+	sd.expect(t, "RELOADING=1", 10*time.Second)
+	sd.expect(t, "READY=1", 10*time.Second) // still serving the old configuration
+	if st.OK || !strings.Contains(st.Error, "electd.hcl:1") {
+		t.Errorf("rejected reload shows %+v, want the error with its place", st)
+	}
+	var last struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/v1/reload", port), &last)
+	if last.OK || last.Error == "" {
+		t.Errorf("GET /v1/reload after a rejected reload: %+v", last)
+	}
+	if pid, _ := readPidToken(t, dir+"/steady.pid"); pid != steadyPid {
+		t.Errorf("a rejected reload restarted the steady job")
+	}
+
+	// 4. SIGTERM: STOPPING, children stopped, exit 0.
+	cmd.Process.Signal(syscall.SIGTERM)
+	sd.expect(t, "STOPPING=1", 10*time.Second)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("agent exit: %v, want 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("agent did not exit after SIGTERM")
+	}
+	if alive(steadyPid) {
+		t.Errorf("child %d survived the agent's clean stop", steadyPid)
+	}
+}
+
+type reloadStatus struct {
+	OK        bool     `json:"ok"`
+	Error     string   `json:"error"`
+	Kept      []string `json:"kept"`
+	Restarted []string `json:"restarted"`
+}
+
+func postReload(t *testing.T, port, wantStatus int) reloadStatus {
+	t.Helper()
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/reload", port), "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st reloadStatus
+	json.NewDecoder(resp.Body).Decode(&st)
+	if resp.StatusCode != wantStatus {
+		t.Fatalf("POST /v1/reload: %s (%+v), want %d", resp.Status, st, wantStatus)
+	}
+	return st
+}
+
+func getJSON(t *testing.T, url string, out any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The unit file passes systemd's own checks where systemd-analyze exists.
+func TestUnitFileVerifies(t *testing.T) {
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze is not installed here: only the unit's required settings are checked")
+	}
+	unit, err := os.ReadFile("../dist/systemd/electd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "KillMode=mixed",
+		"TimeoutStopSec=", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
+		"PrivateTmp=yes", "StateDirectory=electd", "Restart=on-failure", "User=electd", "WatchdogSec="} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the unit lacks %q", want)
+		}
+	}
+	if sa == "" {
+		return
+	}
+	// verify resolves ExecStart: point it at the binary under test.
+	dir := t.TempDir()
+	text := strings.ReplaceAll(string(unit), "/usr/local/bin/electd", binary)
+	path := filepath.Join(dir, "electd.service")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(sa, "verify", path).CombinedOutput()
+	// Lines about the host (no running systemd in a container, other units)
+	// are not the unit's fault; anything naming our unit is.
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "electd.service") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+	if err != nil {
+		t.Logf("systemd-analyze verify exited with %v:\n%s", err, out)
+	}
+}
