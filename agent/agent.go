@@ -57,8 +57,8 @@ type runningJob struct {
 	*job
 	provKey   string
 	cancel    context.CancelCauseFunc // the cause is the step-down reason
-	loopDone  chan struct{} // the loop ended: work stopped, lease released
-	hooksDone chan struct{} // and its hooks (on_demoted) have run
+	loopDone  chan struct{}           // the loop ended: work stopped, lease released
+	hooksDone chan struct{}           // and its hooks (on_demoted) have run
 }
 
 type openProvider struct {
