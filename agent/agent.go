@@ -62,8 +62,9 @@ type runningJob struct {
 }
 
 type openProvider struct {
-	p    providers.Provider
-	refs int
+	p     providers.Provider
+	batch *batcher // nil when the store cannot batch renewals
+	refs  int
 }
 
 type reloadReq struct {
@@ -152,6 +153,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 	// be opened rejects the reload before anything is disturbed.
 	opened := map[string]providers.Provider{}
 	keyOf := map[string]string{} // provider ref → key
+	refOf := map[string]string{} // key → provider ref
 	for _, spec := range cfg.Jobs {
 		if _, done := keyOf[spec.Provider]; done {
 			continue
@@ -172,9 +174,14 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 			return sum, fmt.Errorf("agent: open provider %s: %w", spec.Provider, err)
 		}
 		opened[key] = p
+		refOf[key] = spec.Provider
 	}
 	for key, p := range opened {
-		a.provs[key] = &openProvider{p: p}
+		op := &openProvider{p: p}
+		if br, ok := providers.As[providers.BatchRenewer](p); ok {
+			op.batch = newBatcher(br, refOf[key], a.opts.Metrics, a.opts.Clock.Now())
+		}
+		a.provs[key] = op
 	}
 
 	// Stop the jobs that changed or went away, all at once, and wait.
@@ -241,8 +248,10 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 
 func (a *Agent) startJob(spec config.Job, key, node string) *runningJob {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	r := &runningJob{job: newJob(spec, node, a.provs[key].p, a.opts, a.log), provKey: key, cancel: cancel,
+	op := a.provs[key]
+	r := &runningJob{job: newJob(spec, node, op.p, a.opts, a.log), provKey: key, cancel: cancel,
 		loopDone: make(chan struct{}), hooksDone: make(chan struct{})}
+	r.batch = op.batch
 	hookCtx, stopHooks := context.WithCancel(context.Background())
 	go func() { defer close(r.hooksDone); r.hooks.run(hookCtx) }()
 	go func() {

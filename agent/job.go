@@ -21,6 +21,7 @@ type job struct {
 	spec    config.Job
 	node    string
 	prov    providers.Provider
+	batch   *batcher // renewals go through it when the store batches them
 	clock   Clock
 	log     hclog.Logger
 	hooks   *hookRunner
@@ -254,6 +255,9 @@ func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, l
 	for reason.why == "" {
 		now := j.clock.Now()
 		renewAt := tm.nextRenew(now, failed, spec.RenewEvery, spec.RetryEvery)
+		if j.batch != nil && !failed {
+			renewAt = j.batch.align(renewAt, now, spec.RenewEvery)
+		}
 		select {
 		case <-ctx.Done():
 			reason.why = context.Cause(ctx).Error()
@@ -340,7 +344,13 @@ func (j *job) renew(ctx context.Context, lease providers.Lease, stopBy time.Time
 	sent := j.clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, stopBy.Sub(sent))
 	defer cancel()
-	renewed, err := j.prov.Renew(rctx, lease)
+	var renewed providers.Lease
+	var err error
+	if j.batch != nil {
+		renewed, err = j.batch.Renew(rctx, lease)
+	} else {
+		renewed, err = j.prov.Renew(rctx, lease)
+	}
 	if err != nil && ctx.Err() == nil {
 		j.opDone(err)
 	} else if err == nil {

@@ -131,3 +131,15 @@ var (
 	_ providers.Provider = (*instrumented)(nil)
 	_ providers.Watcher  = (*instrumentedWatcher)(nil)
 )
+
+// Unwrap gives the provider beneath, for capability lookups (providers.As).
+func (i *instrumented) Unwrap() providers.Provider { return i.p }
+
+// ObserveBatch records one batched renewal request of n leases, timed like
+// every other lease operation (op "renew_batch").
+func (m *Metrics) ObserveBatch(ref string, start time.Time, err error) {
+	m.LeaseOp.WithLabelValues(ref, "renew_batch").Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.LeaseErrors.WithLabelValues(ref, "renew_batch").Inc()
+	}
+}

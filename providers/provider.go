@@ -96,3 +96,34 @@ func CheckValue(v string) error {
 	}
 	return nil
 }
+
+// BatchRenewer is an optional capability: renewing many leases in one
+// request to the store, so that the store's load grows with the number of
+// agents rather than of jobs. Results are in the order of leases: each is
+// the renewed lease, or its error (ErrLost for a lease no longer held; the
+// request's error for every lease when the request as a whole failed).
+type BatchRenewer interface {
+	RenewMany(ctx context.Context, leases []Lease) ([]Lease, []error)
+}
+
+// Wrapper is implemented by providers that wrap another (the metrics
+// instrumentation), so that capabilities can be found beneath them.
+type Wrapper interface {
+	Unwrap() Provider
+}
+
+// As finds a capability of p, looking beneath wrappers.
+func As[T any](p Provider) (T, bool) {
+	for p != nil {
+		if t, ok := p.(T); ok {
+			return t, true
+		}
+		w, ok := p.(Wrapper)
+		if !ok {
+			break
+		}
+		p = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}

@@ -66,6 +66,7 @@ func Run(t *testing.T, factory Factory, opts Options) {
 		{"ContextCancelled", s.cancelled},
 		{"StoreDown", s.storeDown},
 		{"Watch", s.watch},
+		{"RenewMany", s.renewMany},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -585,5 +586,63 @@ func (s *suite) watch(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Watch channel not closed after ctx was cancelled")
+	}
+}
+
+// renewMany: a provider that batches renewals renews every lease still held
+// in one call, answers ErrLost for the others, and fails as a whole (never a
+// false success) when its store is down.
+func (s *suite) renewMany(t *testing.T) {
+	ps := s.clients(t, 2)
+	br, ok := providers.As[providers.BatchRenewer](ps[0])
+	if !ok {
+		t.Log("no BatchRenewer: each job's renewal is its own request to the store")
+		return
+	}
+	ctx := ctxT(t)
+	a := mustAcquire(t, ps[0], "a", "n1", longTTL)
+	b := mustAcquire(t, ps[0], "b", "n1", longTTL)
+	c := mustAcquire(t, ps[0], "c", "n1", s.opts.ShortTTL)
+	sleepPast(time.Now(), s.opts.ShortTTL+s.opts.ShortTTL/2)
+	taken := mustAcquire(t, ps[1], "c", "n2", longTTL) // c expired and was taken
+	a.Value, b.Value = "va", "vb"
+	wrong := b
+	wrong.Key, wrong.Token = "b2", b.Token
+	got, errs := br.RenewMany(ctx, []providers.Lease{a, b, c, wrong})
+	if len(got) != 4 || len(errs) != 4 {
+		t.Fatalf("RenewMany returned %d leases and %d errors for 4", len(got), len(errs))
+	}
+	for i, want := range []providers.Lease{a, b} {
+		if errs[i] != nil {
+			t.Fatalf("RenewMany: lease %q: %v", want.Key, errs[i])
+		}
+		if got[i].Key != want.Key || got[i].Token != want.Token || got[i].Holder != want.Holder {
+			t.Errorf("RenewMany: %+v, want key, holder and token of %+v", got[i], want)
+		}
+		if o := mustObserve(t, ps[1], want.Key); o.Value != want.Value || o.Holder != "n1" {
+			t.Errorf("after RenewMany %q holds %+v, want holder n1 and value %q", want.Key, o, want.Value)
+		}
+	}
+	wantLost(t, "RenewMany of a lease taken by another", errs[2])
+	wantLost(t, "RenewMany of a lease never held", errs[3])
+	if o := mustObserve(t, ps[1], "c"); o.Holder != "n2" || o.Token != taken.Token {
+		t.Errorf("RenewMany touched a lease it had lost: %+v", o)
+	}
+	if s.opts.Unreachable == nil {
+		return
+	}
+	down := s.opts.Unreachable(t)
+	t.Cleanup(func() { _ = down.Close() })
+	dbr, ok := providers.As[providers.BatchRenewer](down)
+	if !ok {
+		t.Fatal("the unreachable client does not batch, the reachable one does")
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, errs = dbr.RenewMany(dctx, []providers.Lease{a, b})
+	for i, err := range errs {
+		if err == nil || errors.Is(err, providers.ErrLost) {
+			t.Errorf("RenewMany against a store that is down: lease %d: %v, want a store error", i, err)
+		}
 	}
 }

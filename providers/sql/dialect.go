@@ -43,6 +43,7 @@ type queries struct {
 
 type dialect struct {
 	driver string
+	table  string // quoted for the driver
 	db     *dbsql.DB
 	pg     *pgx.ConnConfig // postgres only, for the LISTEN connection
 	q      queries
@@ -74,6 +75,7 @@ func newDialect(s config.SQLSettings) (*dialect, error) {
 			return nil, fmt.Errorf("sql: open sqlite: %w", err)
 		}
 		d.db = db
+		d.table = `"` + table + `"`
 		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
 		d.q = standardQueries(`"`+table+`"`, now, now+` + ?`, `
 			"key"      TEXT    NOT NULL PRIMARY KEY,
@@ -95,6 +97,7 @@ func newDialect(s config.SQLSettings) (*dialect, error) {
 			return nil, fmt.Errorf("sql: postgres dsn cannot be parsed: %s", cause)
 		}
 		d.pg = cfg
+		d.table = pgx.Identifier{table}.Sanitize()
 		d.db = stdlib.OpenDB(*cfg.Copy())
 		d.ttlArg = func(t time.Duration) any { return float64(t.Milliseconds()) }
 		q := standardQueries(pgx.Identifier{table}.Sanitize(), `now()`, `(now() + ?::float8 * interval '1 millisecond')`, `
@@ -130,6 +133,7 @@ func newDialect(s config.SQLSettings) (*dialect, error) {
 			return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) // deadlock, lock wait timeout
 		}
 		t := "`" + table + "`"
+		d.table = t
 		now := `UTC_TIMESTAMP(6)`
 		plus := `DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)`
 		// VARBINARY: byte-exact keys and holders (the default collations

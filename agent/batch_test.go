@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+)
+
+// countingBatch counts the batched renewal requests that reach the store.
+type countingBatch struct {
+	providers.Provider
+	requests, leases atomic.Int64
+}
+
+func (c *countingBatch) Unwrap() providers.Provider { return c.Provider }
+
+func (c *countingBatch) RenewMany(ctx context.Context, ls []providers.Lease) ([]providers.Lease, []error) {
+	c.requests.Add(1)
+	c.leases.Add(int64(len(ls)))
+	return c.Provider.(providers.BatchRenewer).RenewMany(ctx, ls)
+}
+
+func (c *countingBatch) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
+	panic("a batching store got a single renewal")
+}
+
+// Many jobs on one store: their renewals reach it as a few requests per
+// renew period, not one per job, and every job keeps its lease.
+func TestRenewalsBatched(t *testing.T) {
+	const jobs = 200
+	var b strings.Builder
+	for i := range jobs {
+		fmt.Fprintf(&b, "job \"j%03d\" {\n%s}\n", i, quick)
+	}
+	var counter *countingBatch
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", sqliteDB(t), b.String())), func(o *Options) {
+		open := o.Open
+		o.Open = func(ctx context.Context, p config.Provider) (providers.Provider, error) {
+			inner, err := open(ctx, p)
+			counter = &countingBatch{Provider: inner}
+			return counter, err
+		}
+	})
+	eventually(t, 20*time.Second, "every job leads", func() bool {
+		for _, j := range a.Jobs() {
+			if j.State != "leader" {
+				return false
+			}
+		}
+		return len(a.Jobs()) == jobs
+	})
+	counter.requests.Store(0)
+	counter.leases.Store(0)
+	time.Sleep(3 * time.Second)
+	reqs, leases := counter.requests.Load(), counter.leases.Load()
+	t.Logf("%d jobs, 3s: %d renewals in %d requests", jobs, leases, reqs)
+	// renew_every 500ms: about 6 renewals per job in 3s, aligned on a 125ms
+	// grid, so at most 8 requests a second however many jobs there are.
+	if leases < jobs*4 {
+		t.Errorf("only %d renewals of %d jobs in 3s", leases, jobs)
+	}
+	if reqs > 3*8+4 {
+		t.Errorf("%d requests for %d renewals: not batched", reqs, leases)
+	}
+	for _, j := range a.Jobs() {
+		if j.State != "leader" || j.Token != 1 {
+			t.Fatalf("job %s lost its lease while batched: %+v", j.Job, j)
+		}
+	}
+}
