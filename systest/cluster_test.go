@@ -67,7 +67,15 @@ type cluster struct {
 	dir      string
 	childLog string
 	agents   map[string]*agentProc // by node id
+	env      []string              // added to each agent's environment
 }
+
+// timing is a job's ttl, renew_every, retry_every and stop_timeout.
+type timing struct{ ttl, renew, retry, stop time.Duration }
+
+// defaultTiming is short, and passes electd check's rule
+// (renew_every*2 + stop_timeout < ttl*0.99).
+var defaultTiming = timing{ttl, renewEvery, retryEvery, stopTimeout}
 
 type agentProc struct {
 	node string
@@ -79,7 +87,13 @@ type agentProc struct {
 // newCluster writes one config per node and starts n agents.
 func newCluster(t *testing.T, n int, providerBlock string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), agents: map[string]*agentProc{}}
+	return newClusterWith(t, n, providerBlock, defaultTiming, nil)
+}
+
+// newClusterWith is newCluster with the job's timings and extra environment.
+func newClusterWith(t *testing.T, n int, providerBlock string, tm timing, env []string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), agents: map[string]*agentProc{}, env: env}
 	c.childLog = filepath.Join(c.dir, "children.log")
 	script := filepath.Join(c.dir, "child.sh")
 	if err := os.WriteFile(script, []byte(childScript), 0o755); err != nil {
@@ -103,7 +117,7 @@ job "worker" {
     stop_timeout = %q
   }
 }
-`, node, providerBlock, ttl, renewEvery, retryEvery, script, c.childLog, stopTimeout)
+`, node, providerBlock, tm.ttl, tm.renew, tm.retry, script, c.childLog, tm.stop)
 		path := filepath.Join(c.dir, node+".hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
@@ -120,6 +134,7 @@ func (c *cluster) start(node, cfg string) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(binary, "run", "-config", cfg)
+	cmd.Env = append(os.Environ(), c.env...)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
