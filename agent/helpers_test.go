@@ -96,8 +96,9 @@ type faulty struct {
 	providers.Provider
 	clock Clock
 
-	mu        sync.Mutex
-	renewErr  error
+	mu         sync.Mutex
+	acquireErr error
+	renewErr   error
 	hangRenew bool
 	lastRenew time.Time // real time the last successful Renew was sent
 	calls     chan call
@@ -126,8 +127,21 @@ func (f *faulty) setRenew(err error, hang bool) {
 	f.renewErr, f.hangRenew = err, hang
 }
 
+func (f *faulty) setAcquire(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acquireErr = err
+}
+
 func (f *faulty) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
 	at := f.clock.Now()
+	f.mu.Lock()
+	acquireErr := f.acquireErr
+	f.mu.Unlock()
+	if acquireErr != nil {
+		f.record("acquire", at, acquireErr)
+		return providers.Lease{}, acquireErr
+	}
 	l, err := f.Provider.Acquire(ctx, key, holder, ttl)
 	f.record("acquire", at, err)
 	return l, err

@@ -99,6 +99,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	}
 	lastOK := clk.Now()
 	f.setRenew(errors.New("store unreachable"), false)
+	f.setAcquire(errors.New("store unreachable")) // keep it a candidate after the step-down
 	for _, want := range []time.Duration{4 * s, 5 * s, 6 * s, 7 * s, 8 * s, 9 * s, 10 * s, 11 * s} {
 		at := clk.advanceToNext(t)
 		if at.Sub(t0) != want {
@@ -119,13 +120,13 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	if c.op != "release" {
 		t.Fatalf("after the deadline: %s, want release", c.op)
 	}
-	st := j.status()
-	if st.State == "leader" {
-		t.Error("still leader after the deadline")
+	if c := f.nextCall(t); c.op != "acquire" {
+		t.Fatalf("after stepping down: %s, want a new candidacy (acquire)", c.op)
 	}
-	if st.LastError == "" {
-		t.Error("no last_error after a step-down for failed renewals")
-	}
+	eventually(t, 5*time.Second, "status shows a candidate with the error", func() bool {
+		st := j.status()
+		return st.State == "candidate" && st.LastError != ""
+	})
 }
 
 // A "lost" answer steps down at once, without a release.

@@ -1,12 +1,14 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -80,11 +82,55 @@ func (p *Process) wait() {
 		}
 	}
 	syscall.Kill(-p.pgid, syscall.SIGKILL)
+	// SIGKILL is delivered asynchronously: Done means the group is gone,
+	// not merely signalled.
+	waitGroupGone(p.pgid, 5*time.Second)
 	err := p.cmd.Wait()
 	p.mu.Lock()
 	p.err = err
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// waitGroupGone waits until no live process other than the (unreaped)
+// leader is left in process group pgid.
+func waitGroupGone(pgid int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for groupAlive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether a process of group pgid, other than its
+// leader, is still running (zombies do no work and do not count).
+func groupAlive(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			return true
+		}
+	}
+	return false
 }
 
 // Pid is the process id of the group leader (the shim, or the command).
