@@ -99,9 +99,9 @@ type faulty struct {
 	mu         sync.Mutex
 	acquireErr error
 	renewErr   error
-	hangRenew bool
-	lastRenew time.Time // real time the last successful Renew was sent
-	calls     chan call
+	hangRenew  bool
+	lastRenew  time.Time // real time the last successful Renew was sent
+	calls      chan call
 }
 
 type call struct {

@@ -56,6 +56,9 @@ func newJob(spec config.Job, node string, prov providers.Provider, o Options, lo
 	}
 	now := time.Now()
 	j.st.Since = &now
+	// A store that never answers wedges the loop from its start.
+	j.st.LastLeaseOp = now
+	j.setLeaderGauge(0) // the series exists on followers too
 	return j
 }
 
@@ -368,13 +371,18 @@ func (j *job) status() api.JobStatus {
 	return j.st
 }
 
+// opDone records the outcome of a lease operation. Only an answer from the
+// store (success, "held", "lost") counts for /healthz: an error or a timeout
+// is not a completed operation, so a loop whose store stops answering is
+// reported wedged (kubernetes #82960).
 func (j *job) opDone(err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.st.LastLeaseOp = time.Now()
-	if err != nil {
+	if err != nil && !errors.Is(err, providers.ErrLost) {
 		j.st.LastError = err.Error()
+		return
 	}
+	j.st.LastLeaseOp = time.Now()
 }
 
 func (j *job) setLastError(msg string) {

@@ -90,8 +90,8 @@ func (r *runner) finished(s *started, timedOut bool) {
 	switch {
 	case timedOut:
 		result = "timeout"
-	case s.Signaled() && s.kind == "run":
-		result = "stopped"
+	case s.Signaled():
+		result = "stopped" // the agent stopped it: a step-down, not a failure
 	case code != 0:
 		result = "failed"
 	}

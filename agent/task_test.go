@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +190,47 @@ func TestRecordedSlotNotRepeated(t *testing.T) {
 		}
 		if !s.After(ranUpTo) {
 			t.Errorf("slot %s ran again, though slots up to %s were recorded as run", slot, ranUpTo.UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+// A task past its timeout gets its stop signal, then SIGKILL to its whole
+// group after stop_timeout; an exec hook past its timeout is killed too.
+// Neither holds up the job: the next slot still runs.
+func TestTimeoutsKillGroups(t *testing.T) {
+	db, dir := sqliteDB(t), t.TempDir()
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, fmt.Sprintf(`
+job "slow" {
+%s
+  task {
+    schedule     = "@every 1s"
+    command      = ["sh", "-c", "trap '' TERM; sh -c 'trap \"\" TERM; echo $$ >> %[2]s/task-grandchildren; sleep 600' & wait"]
+    timeout      = "300ms"
+    stop_timeout = "200ms"
+  }
+  on_elected {
+    exec {
+      command = ["sh", "-c", "sleep 600 & echo $! > %[2]s/hook-grandchild; wait"]
+      timeout = "300ms"
+    }
+  }
+}`, quick, dir))))
+	_ = a
+	var hookGC int
+	eventually(t, 10*time.Second, "the hook's grandchild started", func() bool {
+		ls := lines(t, dir+"/hook-grandchild")
+		if len(ls) == 1 {
+			hookGC, _ = strconv.Atoi(ls[0])
+		}
+		return hookGC > 0
+	})
+	eventually(t, 5*time.Second, "the hook's group killed at its timeout", func() bool { return !pidAlive(hookGC) })
+	eventually(t, 15*time.Second, "three task runs", func() bool { return len(lines(t, dir+"/task-grandchildren")) >= 3 })
+	runs := lines(t, dir+"/task-grandchildren")
+	for _, l := range runs[:len(runs)-1] { // the newest may still be running
+		// Each run is killed 300ms + 200ms after it starts.
+		if pid, _ := strconv.Atoi(l); pid > 0 && pidAlive(pid) {
+			t.Errorf("grandchild %d of a timed-out task still runs", pid)
 		}
 	}
 }

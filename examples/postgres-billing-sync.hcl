@@ -31,13 +31,12 @@ job "billing-sync" {
     restart      = "on-failure"
   }
 
+  # Tell the team's chat room when leadership moves. on_elected fires only on
+  # the new leader, so the room gets one message per change; on_leader_change
+  # would send one from every node. Signed so the receiver can check it came
+  # from electd (X-Electd-Signature-256, see docs/webhooks.md).
   on_elected {
     exec { command = ["logger", "-t", "electd", "${event.job} elected on ${event.node}"] }
-  }
-
-  # Tell the team's chat room whenever leadership moves, signed so the
-  # receiver can verify it came from electd.
-  on_leader_change {
     webhook {
       url          = env("SLACK_WEBHOOK_URL")
       secret       = env("HOOK_SECRET")

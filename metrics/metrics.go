@@ -69,6 +69,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // providers.Watcher exactly when p does, so capability checks still work.
 func (m *Metrics) Instrument(ref string, p providers.Provider) providers.Provider {
 	ip := &instrumented{p: p, ref: ref, m: m}
+	for _, op := range []string{"acquire", "renew", "release", "observe"} {
+		m.LeaseErrors.WithLabelValues(ref, op) // zero series, so rate() works before the first error
+	}
 	if w, ok := p.(providers.Watcher); ok {
 		return &instrumentedWatcher{instrumented: ip, w: w}
 	}

@@ -252,6 +252,13 @@ func (s *Sender) deliver(d delivery) string {
 		case err == nil && !retryable(status):
 			log.Error("webhook refused; not retrying", "status", status, "attempt", attempt)
 			return ResultFailed
+		case s.ctx.Err() != nil:
+			log.Warn("webhook dropped: the agent stopped during an attempt", "attempt", attempt)
+			return ResultDropped
+		}
+		if ae, ok := err.(*attemptError); ok && ae.final {
+			log.Error("webhook failed; not retrying: the receiver's certificate is not trusted (see ca_file)", "attempt", attempt, "error", err)
+			return ResultFailed
 		}
 		if attempt >= d.attempts {
 			log.Error("webhook failed; giving up", "attempts", attempt, "status", status, "error", err)
@@ -282,21 +289,44 @@ func (s *Sender) attempt(d delivery) (int, time.Duration, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "electd/"+s.opts.Version)
+	// The block's headers may replace Content-Type or User-Agent, but not
+	// the X-Electd-* headers a receiver relies on to verify and dedupe.
+	for k, v := range d.headers {
+		req.Header.Set(k, v)
+	}
 	req.Header.Set("X-Electd-Event", d.event)
 	req.Header.Set("X-Electd-Delivery", d.id)
 	if d.secret != "" {
 		req.Header.Set("X-Electd-Signature-256", Sign(d.secret, d.body))
-	}
-	for k, v := range d.headers {
-		req.Header.Set(k, v)
+	} else {
+		req.Header.Del("X-Electd-Signature-256")
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, 0, errors.New(redactErr(err, d.url))
+		return 0, 0, &attemptError{msg: redactErr(err, d.url), final: untrusted(err)}
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
 	return resp.StatusCode, retryAfter(resp), nil
+}
+
+// attemptError is a failed attempt with no HTTP answer. Its text has the
+// URL redacted.
+type attemptError struct {
+	msg   string
+	final bool // retrying cannot help
+}
+
+func (e *attemptError) Error() string { return e.msg }
+
+// untrusted reports a certificate the client does not trust: another
+// attempt would be refused the same way, so it is not retried.
+func untrusted(err error) bool {
+	var verr *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	return errors.As(err, &verr) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)
 }
 
 // retryable: 408, 429 and 5xx are worth another try; other statuses are final.

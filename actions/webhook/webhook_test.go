@@ -3,10 +3,14 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -50,6 +54,9 @@ func event(token uint64) config.Event {
 
 // receiver is a real HTTP server that records what it gets and answers
 // with the statuses it is told, in turn (the last one repeats).
+//
+// With secret set it checks each request's X-Electd-Signature-256 the way a
+// receiver would, with its own HMAC code rather than this package's Sign.
 type receiver struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -57,17 +64,38 @@ type receiver struct {
 	statuses []int
 	hang     chan struct{} // when set, requests block until it is closed
 	header   http.Header   // extra response headers
+	secret   string
 }
 
 type received struct {
-	header http.Header
-	body   []byte
-	at     time.Time
+	header   http.Header
+	body     []byte
+	at       time.Time
+	verified bool // the signature matched the body with the receiver's secret
+}
+
+// verify is what a receiver does with a delivery: HMAC-SHA256 of the raw
+// body, compared in constant time with the header.
+func verify(secret string, body []byte, header string) bool {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	want := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return hmac.Equal([]byte(want), []byte(header))
 }
 
 func newReceiver(t *testing.T, statuses ...int) *receiver {
+	return newReceiverOn(t, nil, statuses...)
+}
+
+// newReceiverOn serves on l (nil: a fresh loopback port).
+func newReceiverOn(t *testing.T, l net.Listener, statuses ...int) *receiver {
 	r := &receiver{statuses: statuses}
-	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	if l != nil {
+		r.Listener.Close()
+		r.Listener = l
+	}
+	r.Start()
 	t.Cleanup(func() {
 		r.mu.Lock()
 		if r.hang != nil {
@@ -87,7 +115,8 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	r.mu.Lock()
 	n := len(r.got)
-	r.got = append(r.got, &received{req.Header.Clone(), body, time.Now()})
+	r.got = append(r.got, &received{req.Header.Clone(), body, time.Now(),
+		r.secret != "" && verify(r.secret, body, req.Header.Get("X-Electd-Signature-256"))})
 	hang := r.hang
 	status := http.StatusOK
 	if len(r.statuses) > 0 {
@@ -171,6 +200,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestDefaultPayloadSignedAndHeaders(t *testing.T) {
 	rcv := newReceiver(t)
+	rcv.secret = "s3cr3t-hook"
 	t.Setenv("TEST_HOOK_SECRET", "s3cr3t-hook")
 	w := webhookFrom(t, fmt.Sprintf(`url = %q
       secret = env("TEST_HOOK_SECRET")
@@ -196,8 +226,8 @@ func TestDefaultPayloadSignedAndHeaders(t *testing.T) {
 			t.Errorf("payload %s = %q, want %q", k, payload[k], v)
 		}
 	}
-	if got, want := r.header.Get("X-Electd-Signature-256"), Sign("s3cr3t-hook", r.body); got != want {
-		t.Errorf("signature %q, want %q (HMAC-SHA256 of the body sent)", got, want)
+	if !r.verified {
+		t.Errorf("signature %q does not verify against the body received", r.header.Get("X-Electd-Signature-256"))
 	}
 	for h, want := range map[string]string{"Content-Type": "application/json", "User-Agent": "electd/test",
 		"X-Electd-Event": "leader_change", "X-Team": "ops"} {
@@ -247,7 +277,8 @@ func TestRetries(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rcv := newReceiver(t, tc.statuses...)
-			w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = %d", rcv.URL, tc.attempts))
+			rcv.secret = "retry-secret"
+			w := webhookFrom(t, fmt.Sprintf("url = %q\n secret = %q\n max_attempts = %d", rcv.URL, rcv.secret, tc.attempts))
 			res := &results{}
 			s := newSender(t, res, Options{})
 			s.Send(context.Background(), "billing", w, event(1))
@@ -264,25 +295,116 @@ func TestRetries(t *testing.T) {
 				if !bytes.Equal(r.body, reqs[0].body) {
 					t.Errorf("attempt %d sent a different body", i+1)
 				}
+				if !r.verified {
+					t.Errorf("attempt %d: signature does not verify", i+1)
+				}
 			}
 		})
 	}
 }
 
 func TestRetryAfterHonoured(t *testing.T) {
-	rcv := newReceiver(t, 429, 200)
-	rcv.header = http.Header{"Retry-After": {"1"}}
-	w := webhookFrom(t, fmt.Sprintf("url = %q", rcv.URL))
+	cases := []struct {
+		name       string
+		status     int
+		retryAfter string
+		min, max   time.Duration // gap between the two attempts
+	}{
+		// The control: with a 20ms base backoff, a retry comes quickly, so
+		// the waits below are Retry-After's doing.
+		{"429 without Retry-After uses the backoff", 429, "", 0, 500 * time.Millisecond},
+		{"429 with Retry-After in seconds", 429, "1", 900 * time.Millisecond, 5 * time.Second},
+		{"503 with Retry-After as an HTTP date", 503, "date", 900 * time.Millisecond, 5 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rcv := newReceiver(t, tc.status, 200)
+			switch tc.retryAfter {
+			case "":
+			case "date": // HTTP dates have whole seconds: 2s ahead waits at least 1s
+				rcv.header = http.Header{"Retry-After": {time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat)}}
+			default:
+				rcv.header = http.Header{"Retry-After": {tc.retryAfter}}
+			}
+			w := webhookFrom(t, fmt.Sprintf("url = %q", rcv.URL))
+			res := &results{}
+			s := newSender(t, res, Options{})
+			s.Send(context.Background(), "billing", w, event(1))
+			waitFor(t, "result", func() bool { return res.total() == 1 })
+			reqs := rcv.requests()
+			if len(reqs) != 2 || res.count(ResultOK) != 1 {
+				t.Fatalf("%d requests, results %v; want 2 requests and ok", len(reqs), res.all)
+			}
+			if gap := reqs[1].at.Sub(reqs[0].at); gap < tc.min || gap > tc.max {
+				t.Errorf("retried %s after the first attempt, want between %s and %s", gap, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+func TestBackoffGrowsWithJitter(t *testing.T) {
+	s := New(Options{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second})
+	cases := []struct {
+		attempt  int
+		min, max time.Duration
+	}{
+		{1, 50 * time.Millisecond, 100 * time.Millisecond},
+		{2, 100 * time.Millisecond, 200 * time.Millisecond},
+		{3, 200 * time.Millisecond, 400 * time.Millisecond},
+		{4, 400 * time.Millisecond, 800 * time.Millisecond},
+		{5, 500 * time.Millisecond, time.Second},  // capped at MaxBackoff
+		{40, 500 * time.Millisecond, time.Second}, // no overflow
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint("attempt ", tc.attempt), func(t *testing.T) {
+			seen := map[time.Duration]bool{}
+			for range 200 {
+				d := s.backoff(tc.attempt)
+				if d < tc.min || d > tc.max {
+					t.Fatalf("backoff %s, want within [%s, %s]", d, tc.min, tc.max)
+				}
+				seen[d] = true
+			}
+			// Jitter: 200 draws from a range of millions of nanoseconds.
+			if len(seen) < 100 {
+				t.Errorf("only %d distinct waits in 200 draws: no jitter", len(seen))
+			}
+		})
+	}
+}
+
+// Sign matches the published test vector of GitHub's webhook signatures,
+// which use the same scheme.
+func TestSignKnownAnswer(t *testing.T) {
+	got := Sign("It's a Secret to Everybody", []byte("Hello, World!"))
+	if want := "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"; got != want {
+		t.Errorf("Sign = %s, want %s", got, want)
+	}
+}
+
+// A block's headers cannot forge the headers receivers verify with.
+func TestBlockHeadersCannotReplaceElectdHeaders(t *testing.T) {
+	rcv := newReceiver(t)
+	rcv.secret = "k"
+	w := webhookFrom(t, fmt.Sprintf(`url = %q
+      secret = "k"
+      headers = { "X-Electd-Signature-256" = "sha256=00", "X-Electd-Delivery" = "fixed", "X-Electd-Event" = "elected", "Content-Type" = "application/vnd.test+json" }`, rcv.URL))
 	res := &results{}
 	s := newSender(t, res, Options{})
 	s.Send(context.Background(), "billing", w, event(1))
 	waitFor(t, "result", func() bool { return res.total() == 1 })
-	reqs := rcv.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests, want 2", len(reqs))
+	r := rcv.requests()[0]
+	if !r.verified {
+		t.Errorf("signature %q replaced by the block's header", r.header.Get("X-Electd-Signature-256"))
 	}
-	if gap := reqs[1].at.Sub(reqs[0].at); gap < 900*time.Millisecond {
-		t.Errorf("retried %s after a 429 with Retry-After: 1, want at least 1s", gap)
+	if got := r.header.Get("X-Electd-Delivery"); got == "fixed" || got == "" {
+		t.Errorf("X-Electd-Delivery = %q, want a generated id", got)
+	}
+	if got := r.header.Get("X-Electd-Event"); got != "leader_change" {
+		t.Errorf("X-Electd-Event = %q, want leader_change", got)
+	}
+	if got := r.header.Get("Content-Type"); got != "application/vnd.test+json" {
+		t.Errorf("Content-Type = %q, want the block's own", got)
 	}
 }
 
@@ -293,28 +415,90 @@ func TestTimeoutAndConnectionRefused(t *testing.T) {
 		w := webhookFrom(t, fmt.Sprintf("url = %q\n timeout = \"100ms\"\n max_attempts = 3", rcv.URL))
 		res := &results{}
 		s := newSender(t, res, Options{})
+		start := time.Now()
 		s.Send(context.Background(), "billing", w, event(1))
 		waitFor(t, "result", func() bool { return res.total() == 1 })
-		if n := len(rcv.requests()); n != 3 || res.count(ResultFailed) != 1 {
-			t.Errorf("%d attempts, results %v; want 3 attempts then failed", n, res.all)
+		reqs := rcv.requests()
+		if len(reqs) != 3 || res.count(ResultFailed) != 1 {
+			t.Fatalf("%d attempts, results %v; want 3 attempts then failed", len(reqs), res.all)
+		}
+		// Each attempt waited out its own timeout before the next began.
+		for i := 1; i < len(reqs); i++ {
+			if gap := reqs[i].at.Sub(reqs[i-1].at); gap < 100*time.Millisecond {
+				t.Errorf("attempt %d began %s after the previous one, before its 100ms timeout", i+1, gap)
+			}
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("3 attempts of 100ms took %s: the timeout is not per attempt", took)
 		}
 	})
-	t.Run("connection refused", func(t *testing.T) {
+
+	// freeAddr is a loopback address nothing listens on.
+	freeAddr := func(t *testing.T) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := l.Addr().String()
-		l.Close() // nothing listens there now
-		w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 2", "http://"+addr+"/hook"))
+		l.Close()
+		return addr
+	}
+
+	t.Run("connection refused until the receiver comes up", func(t *testing.T) {
+		addr := freeAddr(t)
+		w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 10", "http://"+addr+"/hook"))
 		res := &results{}
-		s := newSender(t, res, Options{})
+		var logs syncBuffer
+		s := newSender(t, res, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})})
+		s.Send(context.Background(), "billing", w, event(1))
+		waitFor(t, "a refused attempt", func() bool { return strings.Contains(logs.String(), "retrying") })
+
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("the address was taken meanwhile: %v", err)
+		}
+		rcv := newReceiverOn(t, l)
+		waitFor(t, "result", func() bool { return res.total() == 1 })
+		if res.count(ResultOK) != 1 || len(rcv.requests()) != 1 {
+			t.Errorf("results %v, %d requests; want delivered once the receiver listened", res.all, len(rcv.requests()))
+		}
+	})
+
+	t.Run("connection refused every time", func(t *testing.T) {
+		w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 3", "http://"+freeAddr(t)+"/hook"))
+		res := &results{}
+		var logs syncBuffer
+		s := newSender(t, res, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})})
 		s.Send(context.Background(), "billing", w, event(1))
 		waitFor(t, "result", func() bool { return res.total() == 1 })
 		if res.count(ResultFailed) != 1 {
 			t.Errorf("results %v, want failed", res.all)
 		}
+		if n := strings.Count(logs.String(), "retrying"); n != 2 {
+			t.Errorf("%d retries logged, want 2 (3 attempts):\n%s", n, logs.String())
+		}
+		if !strings.Contains(logs.String(), "connection refused") {
+			t.Errorf("the network error is not logged:\n%s", logs.String())
+		}
 	})
+}
+
+// syncBuffer is a log sink that workers write to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestOrderedPerJobAndNeverBlocking(t *testing.T) {
@@ -406,7 +590,22 @@ func TestCloseWaitsForPendingDeliveries(t *testing.T) {
 }
 
 func TestTLSVerifiedWithCAFile(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	var mu sync.Mutex
+	conns, got := 0, 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got++
+		mu.Unlock()
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
 	defer srv.Close()
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
@@ -415,18 +614,29 @@ func TestTLSVerifiedWithCAFile(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, extra, want string
+		conns, requests   int
 	}{
-		{"unknown CA is refused", "", ResultFailed},
-		{"ca_file makes it trusted", fmt.Sprintf("ca_file = %q", ca), ResultOK},
+		// A certificate the client does not trust will not be trusted on
+		// the next attempt either: one connection, no retry.
+		{"unknown CA is refused, not retried", "", ResultFailed, 1, 0},
+		{"ca_file makes it trusted", fmt.Sprintf("ca_file = %q", ca), ResultOK, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 1\n %s", srv.URL, tc.extra))
+			mu.Lock()
+			conns, got = 0, 0
+			mu.Unlock()
+			w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 3\n %s", srv.URL, tc.extra))
 			res := &results{}
 			s := newSender(t, res, Options{})
 			s.Send(context.Background(), "billing", w, event(1))
 			waitFor(t, "result", func() bool { return res.total() == 1 })
 			if res.count(tc.want) != 1 {
 				t.Errorf("results %v, want %s", res.all, tc.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if conns != tc.conns || got != tc.requests {
+				t.Errorf("%d connections and %d requests, want %d and %d", conns, got, tc.conns, tc.requests)
 			}
 		})
 	}

@@ -121,15 +121,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	stopAt := make(chan time.Time, 1) // when the graceful stop began
 	go func() {
 		stopping := false
 		for sig := range sigs {
 			switch {
-			case sig == syscall.SIGHUP && !stopping:
+			case sig == syscall.SIGHUP && stopping:
+				log.Info("received SIGHUP while stopping: ignored")
+			case sig == syscall.SIGHUP:
 				log.Info("received SIGHUP: reloading the configuration")
 				go rl.reload(ctx)
 			case !stopping:
 				stopping = true
+				stopAt <- time.Now()
 				log.Info("stopping: stopping children and releasing leases", "signal", sig.String())
 				sdNotify(log, daemon.SdNotifyStopping)
 				stop()
@@ -156,7 +160,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", version)
 	runErr := a.Run(ctx)
 
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Agent.ShutdownTimeout)
+	// shutdown_timeout bounds the whole stop, webhooks included: they get
+	// what the jobs left of it (at least a second).
+	began := time.Now()
+	select {
+	case began = <-stopAt:
+	default:
+	}
+	deadline := began.Add(cfg.Agent.ShutdownTimeout)
+	if time.Until(deadline) < time.Second {
+		deadline = time.Now().Add(time.Second)
+	}
+	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := hooks.Close(shutdownCtx); err != nil {
 		log.Warn("webhooks left undelivered at shutdown", "error", err)

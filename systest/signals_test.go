@@ -1,0 +1,77 @@
+package systest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A second SIGTERM while the agent is stopping gracefully kills the
+// children and exits at once (systemctl stop must never hang: consul #4439).
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "electd.hcl")
+	src := fmt.Sprintf(`
+agent {
+  node_id = "node-1"
+  listen  = ""
+  shutdown_timeout = "60s"
+}
+provider "sql" "s" {
+  driver = "sqlite"
+  dsn    = %q
+}
+job "stubborn" {
+  ttl         = "60s"
+  renew_every = "5s"
+  run {
+    # Ignores SIGTERM: a graceful stop would wait the whole stop_timeout.
+    command      = ["sh", "-c", "trap '' TERM; echo \"$$ $ELECTD_TOKEN\" > %s/child.pid; while :; do sleep 0.05; done"]
+    stop_timeout = "40s"
+  }
+}
+`, filepath.Join(dir, "leases.db"), dir)
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "-config", cfg)
+	logf, _ := os.Create(filepath.Join(dir, "agent.log"))
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		t.Fatal("the agent exited at the first SIGTERM though its child ignores it (stop_timeout 40s)")
+	case <-time.After(500 * time.Millisecond):
+	}
+	second := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		t.Logf("second SIGTERM → exit (%v) after %s", err, time.Since(second).Round(time.Millisecond))
+		if err == nil {
+			t.Error("exit 0 after the children were killed, want a failure exit")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent did not exit within 5s of the second SIGTERM")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Errorf("child %d survived the second signal", pid)
+	}
+}
