@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -169,51 +168,12 @@ func TestClockSkewBound(t *testing.T) {
 }
 
 // TestHandover measures a graceful handover without notifications: the
-// candidate was refused, then polls every 100ms; the time is from the start
-// of Release to the candidate's successful Acquire.
+// candidate polls Acquire every 100ms.
+//
+//	go test -count=1 -run TestHandover -v ./providers/datastore/
 func TestHandover(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace()
 	a, b := open(t, ns), open(t, ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const rounds = 40
-	var took []time.Duration
-	for round := range rounds {
-		key := fmt.Sprintf("job-%d", round)
-		la, err := a.Acquire(ctx, key, "a", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Acquire(ctx, key, "b", time.Minute); !errors.Is(err, providers.ErrHeld) {
-			t.Fatalf("round %d: candidate's first Acquire: %v, want held", round, err)
-		}
-		got := make(chan error, 1)
-		go func() {
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for range tick.C {
-				_, err := b.Acquire(ctx, key, "b", time.Minute)
-				if !errors.Is(err, providers.ErrHeld) {
-					got <- err
-					return
-				}
-			}
-		}()
-		// Release at a random phase of the candidate's polling.
-		time.Sleep(time.Duration(50+round*37%100) * time.Millisecond)
-		start := time.Now()
-		if err := a.Release(ctx, la); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err != nil {
-			t.Fatalf("round %d: candidate's Acquire after Release: %v", round, err)
-		}
-		took = append(took, time.Since(start))
-	}
-	slices.Sort(took)
-	pct := func(q float64) time.Duration { return took[int(q*float64(len(took)-1)+0.5)] }
-	t.Logf("handover after Release, candidate polling every 100ms, %d rounds: p50 %s p99 %s min %s max %s",
-		rounds, pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond),
-		took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	providertest.Handover(t, a, b, providertest.HandoverOptions{Target: 300 * time.Millisecond})
 }

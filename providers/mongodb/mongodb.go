@@ -112,15 +112,7 @@ func newProvider(s config.MongoDBSettings, log hclog.Logger) (*Provider, error) 
 }
 
 func checkLease(key, holder string, ttl time.Duration) error {
-	switch {
-	case key == "" || len(key) > maxField:
-		return fmt.Errorf("key must be 1 to %d bytes", maxField)
-	case holder == "" || len(holder) > maxField:
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	case ttl < time.Millisecond:
-		return fmt.Errorf("ttl %s is shorter than 1ms", ttl)
-	}
-	return nil
+	return providers.CheckLease(key, holder, ttl, maxField)
 }
 
 func leaseOf(key string, rec record) providers.Lease {

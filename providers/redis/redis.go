@@ -140,15 +140,7 @@ func (p *Provider) liveKey(key string) string  { return p.prefix + "live:" + key
 func (p *Provider) channel(key string) string  { return p.prefix + "notify:" + key }
 
 func checkLease(key, holder string, ttl time.Duration) error {
-	switch {
-	case key == "" || len(key) > maxField:
-		return fmt.Errorf("key must be 1 to %d bytes", maxField)
-	case holder == "" || len(holder) > maxField:
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	case ttl < time.Millisecond:
-		return fmt.Errorf("ttl %s is shorter than 1ms", ttl)
-	}
-	return nil
+	return providers.CheckLease(key, holder, ttl, maxField)
 }
 
 // drift is the Redlock allowance for clock drift between the servers and

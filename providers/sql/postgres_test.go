@@ -2,12 +2,12 @@ package sql_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 )
 
 func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w providers.Watcher) {
@@ -32,53 +32,14 @@ func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w p
 	return s, table, a, b, w
 }
 
-// TestPostgresHandover measures a graceful handover: the holder releases, the
-// watching candidate is notified and acquires. Target: well under 100 ms.
+// TestPostgresHandover measures a graceful handover: the candidate waits on
+// LISTEN and acquires when the release's NOTIFY arrives.
+//
+//	go test -count=1 -v -run 'TestPostgresHandover$' ./providers/sql/
 func TestPostgresHandover(t *testing.T) {
 	t.Parallel()
-	_, _, a, b, w := pgPair(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ch, err := w.Watch(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var notify, handover []time.Duration
-	for round := range 20 {
-		l, err := a.Acquire(ctx, "job", "a", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for len(ch) > 0 {
-			<-ch
-		}
-		start := time.Now()
-		if err := a.Release(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ch:
-		case <-time.After(time.Second):
-			t.Fatalf("round %d: no notification within 1s of Release", round)
-		}
-		notify = append(notify, time.Since(start))
-		lb, err := b.Acquire(ctx, "job", "b", time.Minute)
-		if err != nil {
-			t.Fatalf("round %d: candidate's Acquire after the notification: %v", round, err)
-		}
-		handover = append(handover, time.Since(start))
-		if err := b.Release(ctx, lb); err != nil {
-			t.Fatal(err)
-		}
-	}
-	slices.Sort(notify)
-	slices.Sort(handover)
-	med := func(d []time.Duration) time.Duration { return d[len(d)/2] }
-	t.Logf("release → notification: min %s median %s max %s", notify[0], med(notify), notify[len(notify)-1])
-	t.Logf("release → candidate holds the lease: min %s median %s max %s", handover[0], med(handover), handover[len(handover)-1])
-	if med(handover) > 100*time.Millisecond {
-		t.Errorf("median handover %s, target under 100ms", med(handover))
-	}
+	_, _, a, b, _ := pgPair(t)
+	providertest.Handover(t, a, b, providertest.HandoverOptions{Target: 100 * time.Millisecond})
 }
 
 // TestPostgresWatchReconnect kills the listening connection: the watcher gets

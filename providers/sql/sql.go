@@ -113,15 +113,7 @@ func (p *Provider) ensure(ctx context.Context) error {
 }
 
 func checkLease(key, holder string, ttl time.Duration) error {
-	switch {
-	case key == "" || len(key) > maxField:
-		return fmt.Errorf("key must be 1 to %d bytes", maxField)
-	case holder == "" || len(holder) > maxField:
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	case ttl < time.Millisecond:
-		return fmt.Errorf("ttl %s is shorter than 1ms", ttl)
-	}
-	return nil
+	return providers.CheckLease(key, holder, ttl, maxField)
 }
 
 // Acquire starts a new term on key for holder when the lease is free,
