@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	sqlprovider "github.com/electd/electd/providers/sql"
@@ -40,18 +40,7 @@ func observe(t *testing.T, db, job string) providers.Lease {
 	return l
 }
 
-func pidAlive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
-	f := strings.Fields(rest)
-	return len(f) > 0 && f[0] != "Z"
-}
+func pidAlive(pid int) bool { return proc.Alive(pid) }
 
 // on_elected execs finish before run starts; on_demoted execs run after run
 // has stopped; the lease is released on a clean stop; every command gets

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/actions/proc"
 )
 
 // binary is the electd binary built once for the whole package.
@@ -228,21 +230,7 @@ func (c *cluster) waitStarts(n int, within time.Duration) []record {
 	return nil
 }
 
-// alive reports whether pid is running. A zombie (dead, not yet reaped by
-// whoever inherited it) does no work and counts as gone.
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses, which may hold spaces.
-	rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
-	f := strings.Fields(rest)
-	return len(f) > 0 && f[0] != "Z"
-}
+func alive(pid int) bool { return proc.Alive(pid) }
 
 // running returns the children that are alive now.
 func (c *cluster) running() []record {

@@ -113,24 +113,38 @@ func groupAlive(pgid int) bool {
 		if err != nil || pid == pgid {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
+		if running, pgrp := stat(pid); running && pgrp == pgid {
 			return true
 		}
 	}
 	return false
+}
+
+// Alive reports whether process pid is running: it exists and is not a
+// zombie (dead, not yet reaped by whoever inherited it).
+func Alive(pid int) bool {
+	running, _ := stat(pid)
+	return running
+}
+
+// stat reads /proc/PID/stat: whether the process runs (exists, not a
+// zombie) and its process group.
+func stat(pid int) (running bool, pgrp int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false, 0
+	}
+	// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false, 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		return false, 0
+	}
+	pgrp, _ = strconv.Atoi(f[2])
+	return true, pgrp
 }
 
 // Pid is the process id of the group leader (the shim, or the command).

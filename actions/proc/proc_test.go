@@ -46,18 +46,7 @@ func self(t *testing.T) string {
 	return p
 }
 
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	// A zombie is dead for our purpose.
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(b))
-	return len(fields) > 2 && fields[2] != "Z"
-}
+func alive(pid int) bool { return Alive(pid) }
 
 func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) {
 	t.Helper()
