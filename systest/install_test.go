@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // make install lays out the binary (stamped with version and commit), the
@@ -35,4 +37,67 @@ func TestMakeInstall(t *testing.T) {
 	if out, err := exec.Command(bin, "check", "-config", filepath.Join(dest, "etc/electd")).CombinedOutput(); err != nil {
 		t.Errorf("the installed configuration fails check: %v\n%s", err, out)
 	}
+}
+
+// An upgrade replaces or removes the binary under a running agent: the agent
+// still starts its commands under the parent-death shim (/proc/self/exe).
+func TestBinaryRemovedWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "electd")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "electd.hcl")
+	src := `
+agent {
+  node_id = "node-1"
+  listen  = ""
+}
+provider "sql" "s" {
+  driver = "sqlite"
+  dsn    = "` + filepath.Join(dir, "leases.db") + `"
+}
+job "restarts" {
+  ttl         = "4s"
+  renew_every = "1s"
+  run {
+    command      = ["sh", "-c", "echo run >> ` + filepath.Join(dir, "runs") + `; sleep 0.3"]
+    restart      = "always"
+    restart_wait = "100ms"
+    stop_timeout = "1s"
+  }
+}
+`
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-config", cfg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	runs := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs"))
+		return strings.Count(string(b), "run")
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for runs() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d runs, want %d", runs(), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor(2)
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	before := runs()
+	waitFor(before + 3)
 }

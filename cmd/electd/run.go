@@ -61,9 +61,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// into ours so log_format = "json" holds for every line.
 	goredis.SetLogger(redisLog{log.Named("provider.redis")})
 	m := metrics.New(version, buildCommit())
-	shim, err := os.Executable()
-	if err != nil {
-		log.Warn("cannot find the electd executable: commands run without the parent-death supervisor", "error", err)
+	// The shim is this very binary: /proc/self/exe still runs it after an
+	// upgrade replaced or removed the file on disk.
+	shim := "/proc/self/exe"
+	if _, err := os.Stat(shim); err != nil {
+		log.Warn("no /proc/self/exe: commands run without the parent-death supervisor", "error", err)
 		shim = ""
 	}
 	hooks := webhook.New(webhook.Options{
