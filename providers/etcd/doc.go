@@ -41,6 +41,11 @@
 // deletes the lease key and clears the holder in the record in one
 // transaction, then revokes the etcd lease.
 //
+// The provider implements providers.BatchRenewer: RenewMany checks holders
+// and tokens in transactions of 64 keys and refreshes every term's etcd
+// lease over one LeaseKeepAlive stream, so renewing 10,000 jobs costs 158
+// requests instead of 20,000 (batch.go).
+//
 // The provider implements providers.Watcher with an etcd watch on the lease
 // key: a waiting candidate hears of a release or expiry within milliseconds.
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/connectivity"
@@ -225,17 +226,22 @@ func (p *Provider) read(ctx context.Context, cli *clientv3.Client, key string) (
 	if err != nil {
 		return state{}, err
 	}
-	var st state
-	st.revision = resp.Header.Revision
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+	return p.decode(key, resp.Header.Revision, resp.Responses[0], resp.Responses[1])
+}
+
+// decode makes the state of key from the answers to the Gets of its lease
+// key and its record, read at revision.
+func (p *Provider) decode(key string, revision int64, lease, rec *pb.ResponseOp) (state, error) {
+	st := state{revision: revision}
+	if kvs := lease.GetResponseRange().GetKvs(); len(kvs) > 0 {
 		if err := json.Unmarshal(kvs[0].Value, &st.hold); err != nil {
-			return state{}, fmt.Errorf("decode %s: %w", lk, err)
+			return state{}, fmt.Errorf("decode %s: %w", p.leaseKey(key), err)
 		}
 		st.held, st.leaseID, st.leaseRev = true, clientv3.LeaseID(kvs[0].Lease), kvs[0].ModRevision
 	}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+	if kvs := rec.GetResponseRange().GetKvs(); len(kvs) > 0 {
 		if err := json.Unmarshal(kvs[0].Value, &st.rec); err != nil {
-			return state{}, fmt.Errorf("decode %s: %w", rk, err)
+			return state{}, fmt.Errorf("decode %s: %w", p.recordKey(key), err)
 		}
 		st.recordRev = kvs[0].ModRevision
 	}
