@@ -268,15 +268,17 @@ func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, l
 		case <-electedDone:
 			// on_elected execs have finished: the work may start.
 			electedDone = nil
+			if late := j.pastDeadline(tm); late.why != "" {
+				reason = late // paused past the deadline: start nothing
+				break
+			}
 			if r := w.begin(ctx, &lease, &tm, lockSlot); r.why != "" {
 				reason = r
 			}
 
 		case <-j.clock.After(renewAt.Sub(now)):
-			if !j.clock.Now().Before(tm.stopBy) {
-				reason = stepDownReason{failure: true, why: fmt.Sprintf(
-					"the lease could not be renewed in time (last successful renewal sent %s ago)",
-					j.clock.Now().Sub(tm.sent).Round(time.Millisecond))}
+			if late := j.pastDeadline(tm); late.why != "" {
+				reason = late
 				break
 			}
 			renewed, rsent, err := j.renew(ctx, lease, tm.stopBy)
@@ -294,6 +296,13 @@ func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, l
 			}
 
 		case r := <-w.events():
+			// After a pause (SIGSTOP, VM freeze) a work event and the
+			// renewal timer can be ready together; a restart or a slot
+			// must not be acted on for a term that is already over.
+			if late := j.pastDeadline(tm); late.why != "" {
+				reason = late
+				break
+			}
 			if r2 := w.handle(ctx, r, &lease, &tm); r2.why != "" {
 				reason = r2
 			}
@@ -304,6 +313,18 @@ func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, l
 		}
 	}
 	return j.stepDownNow(lease, w, reason)
+}
+
+// pastDeadline is the reason to step down when the term's stopBy has
+// passed, or a zero reason.
+func (j *job) pastDeadline(tm term) stepDownReason {
+	now := j.clock.Now()
+	if now.Before(tm.stopBy) {
+		return stepDownReason{}
+	}
+	return stepDownReason{failure: true, why: fmt.Sprintf(
+		"the lease could not be renewed in time (last successful renewal sent %s ago)",
+		now.Sub(tm.sent).Round(time.Millisecond))}
 }
 
 // stepDownNow stops the work (stop signal, grace, SIGKILL), releases the

@@ -1,0 +1,230 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	dbsql "database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite" // the driver the sql provider uses for sqlite
+
+	"github.com/electd/electd/internal/teststore"
+)
+
+// store is one lease store under test, with the faults it supports.
+type store struct {
+	name string
+	// upstream is the address agents reach through their proxies; empty for
+	// a store without a network (SQLite), which gets no connection faults.
+	upstream string
+	// block is the provider block of an agent that reaches the store at
+	// addr (its proxy).
+	block func(addr string) string
+	// restart stops the store server and starts it again on the same
+	// address and data; nil when the test must not restart it.
+	restart func() error
+	// stall makes the store unresponsive for d, then lets it go on.
+	stall     func(d time.Duration) error
+	stallHow  string
+	restarted string // how restart works, for the report
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newStore sets up the named store for one run: a fresh SQLite file, a
+// fresh PostgreSQL table, a private redis-server or etcd.
+func newStore(t *testing.T, name string) *store {
+	t.Helper()
+	switch name {
+	case "sqlite":
+		return sqliteStore(t)
+	case "postgres":
+		return postgresStore(t)
+	case "redis":
+		return redisStore(t)
+	case "etcd":
+		return etcdStore(t)
+	}
+	t.Fatalf("unknown store %q", name)
+	return nil
+}
+
+// sqliteStore is a file shared by the agents. Stalled by a transaction of
+// the test's own that holds the database's write lock (BEGIN EXCLUSIVE):
+// what a backup or a stuck writer does.
+func sqliteStore(t *testing.T) *store {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	return &store{
+		name: "sqlite",
+		block: func(string) string {
+			return fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n", path)
+		},
+		stall: func(d time.Duration) error {
+			db, err := dbsql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+			if err != nil {
+				return fmt.Errorf("sqlite stall: open: %w", err)
+			}
+			defer db.Close()
+			return holdLock(db, "BEGIN EXCLUSIVE", d)
+		},
+		stallHow: "a BEGIN EXCLUSIVE transaction held by the test",
+	}
+}
+
+// holdLock runs begin on one connection, holds the transaction for d, then
+// rolls it back.
+func holdLock(db *dbsql.DB, begin string, d time.Duration) error {
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("stall: connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, begin); err != nil {
+		return fmt.Errorf("stall: %s: %w", begin, err)
+	}
+	time.Sleep(d)
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		return fmt.Errorf("stall: rollback: %w", err)
+	}
+	return nil
+}
+
+// postgresStore is a fresh table on the shared server, which must not be
+// restarted: connection faults go through the proxies, and a stall is an
+// ACCESS EXCLUSIVE lock on the table.
+func postgresStore(t *testing.T) *store {
+	dsn := os.Getenv("ELECTD_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("postgres dsn: %v", err)
+	}
+	upstream := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	table := "electd_faults_" + randomSuffix()
+	agentDSN := func(addr string) string {
+		return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=2", cfg.User, addr, cfg.Database)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("postgres at %s is not reachable (scripts/services.sh starts it): %v", upstream, err)
+	}
+	conn.Close(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, dsn); err == nil {
+			c.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+			c.Close(ctx)
+		}
+	})
+	return &store{
+		name:     "postgres",
+		upstream: upstream,
+		block: func(addr string) string {
+			return fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"postgres\"\n  dsn = %q\n  table = %q\n}\n", agentDSN(addr), table)
+		},
+		stall: func(d time.Duration) error {
+			ctx := context.Background()
+			c, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				return fmt.Errorf("postgres stall: connect: %w", err)
+			}
+			defer c.Close(ctx)
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				return fmt.Errorf("postgres stall: begin: %w", err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				return fmt.Errorf("postgres stall: lock: %w", err)
+			}
+			time.Sleep(d)
+			return tx.Rollback(ctx)
+		},
+		stallHow: "LOCK TABLE ... IN ACCESS EXCLUSIVE MODE held by the test",
+	}
+}
+
+// redisStore is a private redis-server with appendfsync always, so that a
+// SIGKILL and restart loses nothing (without persistence a restarted
+// server forgets every token: docs/providers/redis.md).
+func redisStore(t *testing.T) *store {
+	dir := t.TempDir()
+	port := teststore.MustFreePort(t)
+	args := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	p, err := teststore.StartRedisAt(t, port, dir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "faults-" + randomSuffix() + ":"
+	s := &store{
+		name:     "redis",
+		upstream: teststore.Addr(port),
+		block: func(addr string) string {
+			return fmt.Sprintf("provider \"redis\" \"s\" {\n  addresses = [%q]\n  prefix = %q\n}\n", addr, prefix)
+		},
+		stallHow:  "SIGSTOP of redis-server, then SIGCONT",
+		restarted: "SIGKILL, then a new redis-server on the same port and append-only file",
+	}
+	s.restart = func() error {
+		p.Stop()
+		np, err := teststore.StartRedisAt(t, port, dir, args...)
+		if err != nil {
+			return fmt.Errorf("restart redis: %w", err)
+		}
+		p = np
+		return nil
+	}
+	s.stall = func(d time.Duration) error { return freeze(p, d) }
+	return s
+}
+
+// etcdStore is a private single-member etcd, restarted on its own data.
+func etcdStore(t *testing.T) *store {
+	dir := t.TempDir()
+	cport, pport := teststore.MustFreePort(t), teststore.MustFreePort(t)
+	endpoint, p := teststore.StartEtcdAt(t, dir, cport, pport)
+	prefix := "/faults-" + randomSuffix() + "/"
+	return &store{
+		name:     "etcd",
+		upstream: endpoint,
+		block: func(addr string) string {
+			return fmt.Sprintf("provider \"etcd\" \"s\" {\n  endpoints = [%q]\n  prefix = %q\n  dial_timeout = \"1s\"\n}\n", addr, prefix)
+		},
+		restart: func() error {
+			p.Stop()
+			_, p = teststore.StartEtcdAt(t, dir, cport, pport)
+			return nil
+		},
+		stall:     func(d time.Duration) error { return freeze(p, d) },
+		stallHow:  "SIGSTOP of etcd, then SIGCONT",
+		restarted: "SIGKILL, then etcd again on the same ports and data directory",
+	}
+}
+
+func freeze(p *teststore.Proc, d time.Duration) error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("stall: SIGSTOP: %w", err)
+	}
+	time.Sleep(d)
+	if err := p.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("stall: SIGCONT: %w", err)
+	}
+	return nil
+}
