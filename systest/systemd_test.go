@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/teststore"
 )
 
 // notifySocket is a fake systemd: a unix datagram socket collecting what the
@@ -309,4 +311,69 @@ func TestUnitFileVerifies(t *testing.T) {
 	if err != nil {
 		t.Logf("systemd-analyze verify exited with %v:\n%s", err, out)
 	}
+}
+
+// A job loop whose store stops answering for longer than its ttl is wedged:
+// the agent stops the systemd watchdog pings (so systemd restarts it), and
+// pings again once the store answers.
+func TestWatchdogStopsWhenWedged(t *testing.T) {
+	redisAddr, redis := teststore.StartRedis(t)
+	t.Cleanup(func() { redis.Signal(syscall.SIGCONT) })
+	dir := t.TempDir()
+	sd := newNotifySocket(t)
+	cfgPath := filepath.Join(dir, "electd.hcl")
+	cfg := fmt.Sprintf(`
+agent {
+  node_id = "node-1"
+  listen  = ""
+}
+provider "redis" "r" {
+  addresses = [%q]
+}
+job "w" {
+  ttl         = "2s"
+  renew_every = "500ms"
+  retry_every = "250ms"
+}
+`, redisAddr)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sd.path, "WATCHDOG_USEC=400000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sd.expect(t, "READY=1", 15*time.Second)
+	sd.expect(t, "WATCHDOG=1", 5*time.Second)
+
+	redis.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	// Pings go on until the loop has had no answer for a ttl, then stop.
+	var last time.Time
+	quiet := time.NewTimer(0)
+	<-quiet.C
+	for {
+		quiet.Reset(1500 * time.Millisecond)
+		select {
+		case m := <-sd.msgs:
+			if m == "WATCHDOG=1" {
+				last = time.Now()
+			}
+			if time.Since(stopped) > 10*time.Second {
+				t.Fatal("watchdog pings went on 10s after the store stopped answering (ttl 2s)")
+			}
+			continue
+		case <-quiet.C:
+		}
+		break
+	}
+	t.Logf("store stopped → last watchdog ping after %s (ttl 2s)", last.Sub(stopped).Round(time.Millisecond))
+	if last.Sub(stopped) < time.Second {
+		t.Errorf("pings stopped %s after the store did, before the loop could be called wedged", last.Sub(stopped))
+	}
+
+	redis.Signal(syscall.SIGCONT)
+	sd.expect(t, "WATCHDOG=1", 10*time.Second)
 }
