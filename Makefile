@@ -53,3 +53,26 @@ install: build
 
 clean:
 	rm -rf bin/ *.db *.db-wal *.db-shm
+
+# The fault-injection suite's long form (docs/reliability.md): 3 agents per
+# store, FAULTS_N faults per store (SQLite, PostgreSQL, Redis, etcd; pick some
+# with FAULTS_STORES=redis,etcd), a summary table appended to
+# bin/faults-summary.md. `make test` runs the short form.
+FAULTS_N ?= 200
+FAULTS_STORES ?=
+.PHONY: test-faults
+test-faults: services
+	@mkdir -p bin
+	$(GO) test -count=1 -timeout 4h -v -run TestFaults ./faults/ -faults.long -faults.n $(FAULTS_N) \
+		-faults.stores "$(FAULTS_STORES)" -faults.summary $(CURDIR)/bin/faults-summary.md
+
+# Benchmarks (docs/benchmarks.md): failover and handover on every provider,
+# the anchors (etcdctl lock, etcd Election, client-go, redsync) and one agent
+# with thousands of jobs. Defaults take about 24 minutes on 2 cores; pick with
+# e.g. BENCHFLAGS="-suites failover -providers postgres,etcd -runs 30".
+BENCHFLAGS ?=
+BENCHOUT   ?= bin/bench-results.md
+.PHONY: bench
+bench: services build
+	$(GO) build -o bin/electd-bench ./cmd/electd-bench
+	bin/electd-bench -electd $(BIN) -out $(BENCHOUT) $(BENCHFLAGS)

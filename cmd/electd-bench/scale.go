@@ -18,6 +18,9 @@ import (
 	"github.com/electd/electd/internal/teststore"
 )
 
+// settle is the least pause between every job leading and the window.
+const settle = 15 * time.Second
+
 // scaleResult is one agent with n jobs on one store.
 type scaleResult struct {
 	store     string
@@ -69,7 +72,7 @@ type storeCounter struct {
 	// leases), to check that every lease is really renewed.
 	renewedWhat string
 	renewed     func(ctx context.Context) (float64, error)
-	cpu         func(ctx context.Context) (float64, error) // seconds
+	cpu         func(ctx context.Context) (map[int]float64, error) // CPU seconds by pid
 	close       func()
 }
 
@@ -170,8 +173,11 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 	}
 	r.leading = leadingCount(jobs)
 	logf("scale %s %d: %d leading after %s", store, n, r.leading, time.Since(started).Round(time.Millisecond))
-	// One renew period to settle past the burst of acquisitions.
-	sleepCtx(ctx, tm.renew)
+	// Settle past the burst of acquisitions: one renew period at least,
+	// and 15 s, because an idle PostgreSQL backend publishes its pending
+	// transaction counts up to 10 s late (PGSTAT_IDLE_INTERVAL): without
+	// this the acquisitions would be counted inside the window.
+	sleepCtx(ctx, max(tm.renew, settle))
 
 	// Window: counters at both ends.
 	jobs0, err1 := getJobs(ctx, api)
@@ -194,6 +200,13 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 	s1, err3 := sc.count(ctx)
 	rn1, _ := sc.renewed(ctx)
 	scpu1, _ := sc.cpu(ctx)
+	// Processes present at both ends only (a backend may come or go).
+	var scpu float64
+	for pid, c1 := range scpu1 {
+		if c0, ok := scpu0[pid]; ok {
+			scpu += c1 - c0
+		}
+	}
 	cpu1, err4 := procCPU(p.pid())
 	secs := time.Since(t0).Seconds()
 	if err := firstErr(err1, err2, err3, err4); err != nil {
@@ -211,7 +224,7 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 	r.demoted = sumMetric(m1, "electd_transitions_total", `type="demoted"`) - sumMetric(m0, "electd_transitions_total", `type="demoted"`)
 	r.storeOps = (s1 - s0) / secs
 	r.renewed = (rn1 - rn0) / secs
-	r.storeCPU = (scpu1 - scpu0) / secs
+	r.storeCPU = scpu / secs
 	r.cpu = (cpu1 - cpu0) / secs
 	r.agentOps = map[string]float64{}
 	for _, op := range []string{"acquire", "renew", "release", "observe"} {
@@ -398,7 +411,7 @@ func pgCounter(dsn, table string) (storeCounter, error) {
 	}
 	db.SetMaxOpenConns(1)
 	return storeCounter{
-		what: "transactions committed in the bench database (`pg_stat_database.xact_commit`; includes the bench's own 3 queries per sample; backends publish their counts up to ~1–10 s late, which shifts both ends of the window alike)",
+		what: "transactions committed in the bench database (`pg_stat_database.xact_commit`; includes the bench's own 3 queries per sample; the window starts 15 s after the last acquisition because idle backends publish their counts up to 10 s late)",
 		count: func(ctx context.Context) (float64, error) {
 			// Statistics reach the view when a backend flushes them (at
 			// most every second); forcing a snapshot refresh reads the
@@ -416,22 +429,22 @@ func pgCounter(dsn, table string) (storeCounter, error) {
 			err := db.QueryRowContext(ctx, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = $1", table).Scan(&n)
 			return n, err
 		},
-		cpu: func(ctx context.Context) (float64, error) {
+		cpu: func(ctx context.Context) (map[int]float64, error) {
 			rows, err := db.QueryContext(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", benchDB)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			defer rows.Close()
-			var sum float64
+			m := map[int]float64{}
 			for rows.Next() {
 				var pid int
 				if rows.Scan(&pid) == nil {
 					if c, err := procCPU(pid); err == nil {
-						sum += c
+						m[pid] = c
 					}
 				}
 			}
-			return sum, rows.Err()
+			return m, rows.Err()
 		},
 		close: func() { db.Close() },
 	}, nil
@@ -457,7 +470,10 @@ func etcdCounter(base string, pid int) storeCounter {
 			}
 			return sumMetric(m, "etcd_debugging_lease_renewed_total"), nil
 		},
-		cpu:   func(ctx context.Context) (float64, error) { return procCPU(pid) },
+		cpu: func(ctx context.Context) (map[int]float64, error) {
+			c, err := procCPU(pid)
+			return map[int]float64{pid: c}, err
+		},
 		close: func() {},
 	}
 }
