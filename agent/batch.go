@@ -10,8 +10,13 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-// batchWindow is how long the first renewal of a batch waits for others.
-const batchWindow = 10 * time.Millisecond
+// A batch is sent once no renewal joined it for batchWindow, or batchMaxWait
+// after its first renewal: thousands of jobs waking at one grid point take
+// a few scheduler rounds to all ask.
+const (
+	batchWindow  = 10 * time.Millisecond
+	batchMaxWait = 100 * time.Millisecond
+)
 
 // batcher sends the renewals of one provider's jobs that fall due together
 // as one request (providers.BatchRenewer), so the store's load grows with
@@ -25,6 +30,8 @@ type batcher struct {
 
 	mu      sync.Mutex
 	pending []*batchReq
+	first   time.Time // when the oldest pending renewal asked
+	seen    int       // pending at the last tick
 }
 
 type batchReq struct {
@@ -48,7 +55,8 @@ func (b *batcher) Renew(ctx context.Context, lease providers.Lease) (providers.L
 	b.mu.Lock()
 	b.pending = append(b.pending, req)
 	if len(b.pending) == 1 {
-		time.AfterFunc(batchWindow, b.flush)
+		b.first, b.seen = time.Now(), 1
+		time.AfterFunc(batchWindow, b.tick)
 	}
 	b.mu.Unlock()
 	select {
@@ -57,6 +65,19 @@ func (b *batcher) Renew(ctx context.Context, lease providers.Lease) (providers.L
 	case <-ctx.Done():
 		return providers.Lease{}, ctx.Err()
 	}
+}
+
+// tick sends the batch, unless renewals are still joining it.
+func (b *batcher) tick() {
+	b.mu.Lock()
+	if n := len(b.pending); n != b.seen && time.Since(b.first) < batchMaxWait {
+		b.seen = n
+		b.mu.Unlock()
+		time.AfterFunc(batchWindow, b.tick)
+		return
+	}
+	b.mu.Unlock()
+	b.flush()
 }
 
 // flush sends what is pending. The request carries the earliest deadline
@@ -104,11 +125,11 @@ func (b *batcher) flush() {
 }
 
 // align moves a renewal due at t back to the grid point at or before it, so
-// that the renewals of many jobs meet in one batch. A renewal is only ever
-// moved earlier (never past the time its term's rule set), by at most one
-// grid step: renew_every/4, between 50ms and 1s.
+// that the renewals of all jobs meet in one batch per renew_every. A
+// renewal is only ever moved earlier (never past the time its term's rule
+// set): a job renews a little more often, never less.
 func (b *batcher) align(t, now time.Time, renewEvery time.Duration) time.Time {
-	grid := min(max(renewEvery/4, 50*time.Millisecond), time.Second)
+	grid := max(renewEvery, 50*time.Millisecond)
 	a := b.base.Add(t.Sub(b.base) / grid * grid)
 	if a.Before(now) {
 		return t
