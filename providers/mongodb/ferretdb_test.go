@@ -17,6 +17,7 @@ import (
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/mongodb"
+	"github.com/electd/electd/providers/providertest"
 )
 
 // syncBuffer is a log sink the driver's goroutines may write to.
@@ -90,7 +91,7 @@ func TestFerretDBRacingAcquire(t *testing.T) {
 		ps[i] = open(t)
 		p := ps[i]
 		t.Cleanup(func() { _ = p.Close() })
-		mustObserve(t, p, "warm-up")
+		providertest.MustObserve(t, p, "warm-up")
 	}
 	multi, most, sameToken := 0, 0, 0
 	for round := range rounds {
@@ -99,8 +100,8 @@ func TestFerretDBRacingAcquire(t *testing.T) {
 			t.Fatalf("round %d, a key never acquired: %d winners %+v, want 1 (the unique _id arbitrates inserts)", round, len(winners), winners)
 		}
 		key = fmt.Sprintf("released-%d", round)
-		l := mustAcquire(t, ps[0], key, "setup", longTTL)
-		if err := ps[0].Release(ctxT(t), l); err != nil {
+		l := providertest.MustAcquire(t, ps[0], key, "setup", time.Minute)
+		if err := ps[0].Release(providertest.Context(t), l); err != nil {
 			t.Fatal(err)
 		}
 		if winners := race(t, ps, key); len(winners) > 1 {
@@ -121,7 +122,7 @@ func TestFerretDBRacingAcquire(t *testing.T) {
 // winner.
 func race(t *testing.T, ps []providers.Provider, key string) []providers.Lease {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := providertest.Context(t)
 	leases := make([]providers.Lease, len(ps))
 	errs := make([]error, len(ps))
 	gate := make(chan struct{})
@@ -129,7 +130,7 @@ func race(t *testing.T, ps []providers.Provider, key string) []providers.Lease {
 	for i, p := range ps {
 		wg.Go(func() {
 			<-gate
-			leases[i], errs[i] = p.Acquire(ctx, key, fmt.Sprintf("c%d", i), longTTL)
+			leases[i], errs[i] = p.Acquire(ctx, key, fmt.Sprintf("c%d", i), time.Minute)
 		})
 	}
 	close(gate)
@@ -146,7 +147,7 @@ func race(t *testing.T, ps []providers.Provider, key string) []providers.Lease {
 	if len(winners) == 0 {
 		t.Fatalf("%s: no winner", key)
 	}
-	got := mustObserve(t, ps[0], key)
+	got := providertest.MustObserve(t, ps[0], key)
 	for _, w := range winners {
 		if w.Holder == got.Holder && w.Token == got.Token {
 			return winners
@@ -165,7 +166,7 @@ func TestFerretDBRestart(t *testing.T) {
 	settings := config.MongoDBSettings{URI: uri + "?serverSelectionTimeoutMS=2000", Database: "electd", Collection: "leases"}
 	p := open(t, settings)
 	defer p.Close()
-	a := mustAcquire(t, p, "job", "a", longTTL)
+	a := providertest.MustAcquire(t, p, "job", "a", time.Minute)
 
 	proc.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -190,10 +191,10 @@ func TestFerretDBRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Renew after the store came back: %v", err)
 	}
-	if err := p.Release(ctxT(t), a); err != nil {
+	if err := p.Release(providertest.Context(t), a); err != nil {
 		t.Fatal(err)
 	}
-	if b := mustAcquire(t, p, "job", "b", longTTL); b.Token != a.Token+1 {
+	if b := providertest.MustAcquire(t, p, "job", "b", time.Minute); b.Token != a.Token+1 {
 		t.Fatalf("token after restart and release = %d, want %d", b.Token, a.Token+1)
 	}
 }

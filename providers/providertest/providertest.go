@@ -103,15 +103,21 @@ func (s *suite) clients(t *testing.T, n int) []providers.Provider {
 	return ps
 }
 
-func ctxT(t *testing.T) context.Context {
+// Context, MustAcquire, MustObserve, WantHeld and WantLost are the suite's
+// own assertions, exported for the providers' store-specific tests.
+
+// Context is a context for one operation of a test, cancelled with it.
+func Context(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func mustAcquire(t *testing.T, p providers.Provider, key, holder string, ttl time.Duration) providers.Lease {
+// MustAcquire acquires, or fails the test; the lease must echo key, holder
+// and ttl and carry a token.
+func MustAcquire(t *testing.T, p providers.Provider, key, holder string, ttl time.Duration) providers.Lease {
 	t.Helper()
-	l, err := p.Acquire(ctxT(t), key, holder, ttl)
+	l, err := p.Acquire(Context(t), key, holder, ttl)
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", key, holder, err)
 	}
@@ -121,9 +127,10 @@ func mustAcquire(t *testing.T, p providers.Provider, key, holder string, ttl tim
 	return l
 }
 
-func mustObserve(t *testing.T, p providers.Provider, key string) providers.Lease {
+// MustObserve observes, or fails the test.
+func MustObserve(t *testing.T, p providers.Provider, key string) providers.Lease {
 	t.Helper()
-	l, err := p.Observe(ctxT(t), key)
+	l, err := p.Observe(Context(t), key)
 	if err != nil {
 		t.Fatalf("Observe(%q): %v", key, err)
 	}
@@ -131,7 +138,8 @@ func mustObserve(t *testing.T, p providers.Provider, key string) providers.Lease
 }
 
 // wantHeld checks that err is a *HeldError naming holder and token.
-func wantHeld(t *testing.T, err error, key, holder string, token uint64) {
+// WantHeld fails the test unless err is a *HeldError naming holder and token.
+func WantHeld(t *testing.T, err error, key, holder string, token uint64) {
 	t.Helper()
 	var he *providers.HeldError
 	if !errors.Is(err, providers.ErrHeld) || !errors.As(err, &he) {
@@ -142,7 +150,8 @@ func wantHeld(t *testing.T, err error, key, holder string, token uint64) {
 	}
 }
 
-func wantLost(t *testing.T, what string, err error) {
+// WantLost fails the test unless err is ErrLost.
+func WantLost(t *testing.T, what string, err error) {
 	t.Helper()
 	if !errors.Is(err, providers.ErrLost) {
 		t.Fatalf("%s: error = %v, want ErrLost", what, err)
@@ -157,10 +166,10 @@ func sleepPast(since time.Time, d time.Duration) {
 
 func (s *suite) exclusivity(t *testing.T) {
 	ps := s.clients(t, 2)
-	a := mustAcquire(t, ps[0], "job", "a", longTTL)
-	_, err := ps[1].Acquire(ctxT(t), "job", "b", longTTL)
-	wantHeld(t, err, "job", "a", a.Token)
-	if got := mustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
+	_, err := ps[1].Acquire(Context(t), "job", "b", longTTL)
+	WantHeld(t, err, "job", "a", a.Token)
+	if got := MustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
 		t.Fatalf("Observe after refused Acquire = %+v, want holder a token %d", got, a.Token)
 	}
 }
@@ -169,9 +178,9 @@ func (s *suite) concurrentAcquire(t *testing.T) {
 	ps := s.clients(t, s.opts.Clients)
 	// Warm every client up (connections, schema) so the race is on the lease.
 	for _, p := range ps {
-		mustObserve(t, p, "warm-up")
+		MustObserve(t, p, "warm-up")
 	}
-	ctx := ctxT(t)
+	ctx := Context(t)
 	start := time.Now()
 	for round := range s.opts.Rounds {
 		key := fmt.Sprintf("race-%d", round)
@@ -179,7 +188,7 @@ func (s *suite) concurrentAcquire(t *testing.T) {
 		// may arbitrate first inserts (a unique key) but not updates.
 		var prev uint64
 		if round%2 == 1 {
-			l := mustAcquire(t, ps[0], key, "setup", longTTL)
+			l := MustAcquire(t, ps[0], key, "setup", longTTL)
 			if err := ps[0].Release(ctx, l); err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +221,7 @@ func (s *suite) concurrentAcquire(t *testing.T) {
 		}
 		for _, err := range errs {
 			if err != nil {
-				wantHeld(t, err, key, winner.Holder, winner.Token)
+				WantHeld(t, err, key, winner.Holder, winner.Token)
 			}
 		}
 		// Greater, not exactly +1: under contention Redlock's per-server
@@ -226,21 +235,21 @@ func (s *suite) concurrentAcquire(t *testing.T) {
 
 func (s *suite) reacquire(t *testing.T) {
 	ps := s.clients(t, 1)
-	a1 := mustAcquire(t, ps[0], "job", "a", longTTL)
-	a2 := mustAcquire(t, ps[0], "job", "a", longTTL)
+	a1 := MustAcquire(t, ps[0], "job", "a", longTTL)
+	a2 := MustAcquire(t, ps[0], "job", "a", longTTL)
 	if a2.Token != a1.Token+1 {
 		t.Fatalf("re-acquire token = %d, want %d (a new term)", a2.Token, a1.Token+1)
 	}
-	if got := mustObserve(t, ps[0], "job"); got.Holder != "a" || got.Token != a2.Token {
+	if got := MustObserve(t, ps[0], "job"); got.Holder != "a" || got.Token != a2.Token {
 		t.Fatalf("Observe = %+v, want holder a token %d", got, a2.Token)
 	}
 }
 
 func (s *suite) renew(t *testing.T) {
 	ps := s.clients(t, 2)
-	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
 	time.Sleep(20 * time.Millisecond) // expiries have millisecond precision at worst
-	r, err := ps[0].Renew(ctxT(t), a)
+	r, err := ps[0].Renew(Context(t), a)
 	if err != nil {
 		t.Fatalf("Renew by holder: %v", err)
 	}
@@ -250,25 +259,25 @@ func (s *suite) renew(t *testing.T) {
 	if !r.Expires.After(a.Expires) {
 		t.Fatalf("Renew expiry %v is not after the acquired expiry %v", r.Expires, a.Expires)
 	}
-	if got := mustObserve(t, ps[1], "job"); !got.Expires.After(a.Expires) || got.Token != a.Token || got.Holder != "a" {
+	if got := MustObserve(t, ps[1], "job"); !got.Expires.After(a.Expires) || got.Token != a.Token || got.Holder != "a" {
 		t.Fatalf("Observe after Renew = %+v, want holder a, token %d, expiry after %v", got, a.Token, a.Expires)
 	}
 
 	wrong := a
 	wrong.Holder = "b"
-	_, err = ps[1].Renew(ctxT(t), wrong)
-	wantLost(t, "Renew with a wrong holder", err)
+	_, err = ps[1].Renew(Context(t), wrong)
+	WantLost(t, "Renew with a wrong holder", err)
 	stale := a
 	stale.Token = a.Token - 1
-	_, err = ps[0].Renew(ctxT(t), stale)
-	wantLost(t, "Renew with a stale token", err)
+	_, err = ps[0].Renew(Context(t), stale)
+	WantLost(t, "Renew with a stale token", err)
 	future := a
 	future.Token = a.Token + 1
-	_, err = ps[0].Renew(ctxT(t), future)
-	wantLost(t, "Renew with a token never issued", err)
-	_, err = ps[0].Renew(ctxT(t), providers.Lease{Key: "never", Holder: "a", Token: 1, TTL: longTTL})
-	wantLost(t, "Renew of a key never acquired", err)
-	if got := mustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
+	_, err = ps[0].Renew(Context(t), future)
+	WantLost(t, "Renew with a token never issued", err)
+	_, err = ps[0].Renew(Context(t), providers.Lease{Key: "never", Holder: "a", Token: 1, TTL: longTTL})
+	WantLost(t, "Renew of a key never acquired", err)
+	if got := MustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
 		t.Fatalf("Observe after refused renews = %+v, want holder a token %d", got, a.Token)
 	}
 }
@@ -276,16 +285,16 @@ func (s *suite) renew(t *testing.T) {
 func (s *suite) renewAfterLoss(t *testing.T) {
 	ps := s.clients(t, 2)
 	start := time.Now()
-	a := mustAcquire(t, ps[0], "job", "a", s.opts.ShortTTL)
+	a := MustAcquire(t, ps[0], "job", "a", s.opts.ShortTTL)
 	sleepPast(start, s.opts.ShortTTL)
-	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	b := MustAcquire(t, ps[1], "job", "b", longTTL)
 	if b.Token != a.Token+1 {
 		t.Fatalf("token after expiry = %d, want %d", b.Token, a.Token+1)
 	}
-	_, err := ps[0].Renew(ctxT(t), a)
-	wantLost(t, "Renew after the lease expired and was taken", err)
-	wantLost(t, "Release after the lease expired and was taken", ps[0].Release(ctxT(t), a))
-	if got := mustObserve(t, ps[0], "job"); got.Holder != "b" || got.Token != b.Token {
+	_, err := ps[0].Renew(Context(t), a)
+	WantLost(t, "Renew after the lease expired and was taken", err)
+	WantLost(t, "Release after the lease expired and was taken", ps[0].Release(Context(t), a))
+	if got := MustObserve(t, ps[0], "job"); got.Holder != "b" || got.Token != b.Token {
 		t.Fatalf("Observe = %+v, want holder b token %d", got, b.Token)
 	}
 }
@@ -295,45 +304,45 @@ func (s *suite) renewAfterLoss(t *testing.T) {
 func (s *suite) renewAfterExpiry(t *testing.T) {
 	ps := s.clients(t, 1)
 	start := time.Now()
-	a := mustAcquire(t, ps[0], "job", "a", s.opts.ShortTTL)
+	a := MustAcquire(t, ps[0], "job", "a", s.opts.ShortTTL)
 	sleepPast(start, s.opts.ShortTTL)
-	if got := mustObserve(t, ps[0], "job"); got.Holder != "" {
+	if got := MustObserve(t, ps[0], "job"); got.Holder != "" {
 		t.Fatalf("Observe after expiry = %+v, want holder \"\"", got)
 	}
 	a.TTL = longTTL
-	r, err := ps[0].Renew(ctxT(t), a)
+	r, err := ps[0].Renew(Context(t), a)
 	if err != nil {
 		t.Fatalf("Renew after expiry, not taken: %v (holder and token still match: must succeed)", err)
 	}
 	if r.Token != a.Token {
 		t.Fatalf("Renew token = %d, want %d", r.Token, a.Token)
 	}
-	if got := mustObserve(t, ps[0], "job"); got.Holder != "a" || got.Token != a.Token {
+	if got := MustObserve(t, ps[0], "job"); got.Holder != "a" || got.Token != a.Token {
 		t.Fatalf("Observe after renewing an expired lease = %+v, want holder a token %d", got, a.Token)
 	}
 }
 
 func (s *suite) release(t *testing.T) {
 	ps := s.clients(t, 2)
-	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
 	other := a
 	other.Holder = "b"
-	wantLost(t, "Release by another holder", ps[1].Release(ctxT(t), other))
+	WantLost(t, "Release by another holder", ps[1].Release(Context(t), other))
 	stale := a
 	stale.Token--
-	wantLost(t, "Release with a stale token", ps[0].Release(ctxT(t), stale))
-	if got := mustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
+	WantLost(t, "Release with a stale token", ps[0].Release(Context(t), stale))
+	if got := MustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
 		t.Fatalf("Observe after refused releases = %+v, want holder a token %d", got, a.Token)
 	}
-	if err := ps[0].Release(ctxT(t), a); err != nil {
+	if err := ps[0].Release(Context(t), a); err != nil {
 		t.Fatalf("Release by holder: %v", err)
 	}
-	got := mustObserve(t, ps[1], "job")
+	got := MustObserve(t, ps[1], "job")
 	if got.Holder != "" || got.Token != a.Token {
 		t.Fatalf("Observe after Release = %+v, want holder \"\" and token %d kept (record never deleted)", got, a.Token)
 	}
-	wantLost(t, "second Release", ps[0].Release(ctxT(t), a))
-	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	WantLost(t, "second Release", ps[0].Release(Context(t), a))
+	b := MustAcquire(t, ps[1], "job", "b", longTTL)
 	if b.Token != a.Token+1 {
 		t.Fatalf("token after release = %d, want %d", b.Token, a.Token+1)
 	}
@@ -343,18 +352,18 @@ func (s *suite) expiry(t *testing.T) {
 	ps := s.clients(t, 2)
 	ttl := s.opts.ShortTTL
 	start := time.Now()
-	a := mustAcquire(t, ps[0], "job", "a", ttl)
-	_, err := ps[1].Acquire(ctxT(t), "job", "b", longTTL)
+	a := MustAcquire(t, ps[0], "job", "a", ttl)
+	_, err := ps[1].Acquire(Context(t), "job", "b", longTTL)
 	if elapsed := time.Since(start); elapsed < ttl/2 {
-		wantHeld(t, err, "job", "a", a.Token)
+		WantHeld(t, err, "job", "a", a.Token)
 	} else {
 		t.Logf("inconclusive: the check before expiry took %s of a %s ttl", elapsed, ttl)
 	}
 	sleepPast(start, ttl)
-	if got := mustObserve(t, ps[1], "job"); got.Holder != "" || got.Token != a.Token {
+	if got := MustObserve(t, ps[1], "job"); got.Holder != "" || got.Token != a.Token {
 		t.Fatalf("Observe after expiry = %+v, want holder \"\" token %d", got, a.Token)
 	}
-	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	b := MustAcquire(t, ps[1], "job", "b", longTTL)
 	if b.Token != a.Token+1 {
 		t.Fatalf("token after expiry = %d, want %d", b.Token, a.Token+1)
 	}
@@ -378,16 +387,16 @@ func (s *suite) tokensIncrease(t *testing.T) {
 		}
 		last = l.Token
 	}
-	l := mustAcquire(t, a, "job", "a", longTTL)
+	l := MustAcquire(t, a, "job", "a", longTTL)
 	last = l.Token - 1
 	step("first acquire", l)
-	if err := a.Release(ctxT(t), l); err != nil {
+	if err := a.Release(Context(t), l); err != nil {
 		t.Fatal(err)
 	}
-	step("acquire after release", mustAcquire(t, b, "job", "b", s.opts.ShortTTL))
+	step("acquire after release", MustAcquire(t, b, "job", "b", s.opts.ShortTTL))
 	start := time.Now()
 	sleepPast(start, s.opts.ShortTTL)
-	step("acquire after expiry", mustAcquire(t, a, "job", "a", longTTL))
+	step("acquire after expiry", MustAcquire(t, a, "job", "a", longTTL))
 	// Restart the holder: a new client, the same holder name.
 	aClosed = true
 	if err := a.Close(); err != nil {
@@ -395,27 +404,27 @@ func (s *suite) tokensIncrease(t *testing.T) {
 	}
 	a2 := open(t)
 	t.Cleanup(func() { _ = a2.Close() })
-	step("acquire by the restarted holder", mustAcquire(t, a2, "job", "a", longTTL))
+	step("acquire by the restarted holder", MustAcquire(t, a2, "job", "a", longTTL))
 }
 
 func (s *suite) keysIndependent(t *testing.T) {
 	ps := s.clients(t, 2)
-	k1 := mustAcquire(t, ps[0], "key1", "a", longTTL)
-	k2 := mustAcquire(t, ps[1], "key2", "b", longTTL)
-	if got := mustObserve(t, ps[0], "key1"); got.Holder != "a" || got.Token != k1.Token {
+	k1 := MustAcquire(t, ps[0], "key1", "a", longTTL)
+	k2 := MustAcquire(t, ps[1], "key2", "b", longTTL)
+	if got := MustObserve(t, ps[0], "key1"); got.Holder != "a" || got.Token != k1.Token {
 		t.Fatalf("key1 = %+v after acquiring key2", got)
 	}
-	if err := ps[1].Release(ctxT(t), k2); err != nil {
+	if err := ps[1].Release(Context(t), k2); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustObserve(t, ps[0], "key1"); got.Holder != "a" {
+	if got := MustObserve(t, ps[0], "key1"); got.Holder != "a" {
 		t.Fatalf("key1 = %+v after releasing key2", got)
 	}
-	_, err := ps[1].Acquire(ctxT(t), "key1", "b", longTTL)
-	wantHeld(t, err, "key1", "a", k1.Token)
+	_, err := ps[1].Acquire(Context(t), "key1", "b", longTTL)
+	WantHeld(t, err, "key1", "a", k1.Token)
 	// Similar keys are distinct keys.
 	for _, k := range []string{"KEY1", "key1 ", "key"} {
-		l := mustAcquire(t, ps[1], k, "b", longTTL)
+		l := MustAcquire(t, ps[1], k, "b", longTTL)
 		if l.Token != 1 {
 			t.Logf("key %q: first token %d", k, l.Token)
 		}
@@ -424,11 +433,11 @@ func (s *suite) keysIndependent(t *testing.T) {
 
 func (s *suite) observe(t *testing.T) {
 	ps := s.clients(t, 2)
-	if got := mustObserve(t, ps[0], "never"); got != (providers.Lease{Key: "never"}) {
+	if got := MustObserve(t, ps[0], "never"); got != (providers.Lease{Key: "never"}) {
 		t.Fatalf("Observe of a key never acquired = %+v, want a zero Lease with Key", got)
 	}
-	a := mustAcquire(t, ps[0], "job", "a", longTTL)
-	got := mustObserve(t, ps[1], "job")
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
+	got := MustObserve(t, ps[1], "job")
 	if got.Key != "job" || got.Holder != "a" || got.Token != a.Token {
 		t.Fatalf("Observe = %+v, want holder a token %d", got, a.Token)
 	}
@@ -442,47 +451,47 @@ func (s *suite) observe(t *testing.T) {
 
 func (s *suite) value(t *testing.T) {
 	ps := s.clients(t, 2)
-	a := mustAcquire(t, ps[0], "job", "a", longTTL)
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
 	if a.Value != "" {
 		t.Fatalf("first Acquire value = %q, want \"\"", a.Value)
 	}
 	a.Value = "slot-1"
-	r, err := ps[0].Renew(ctxT(t), a)
+	r, err := ps[0].Renew(Context(t), a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Value != "slot-1" {
 		t.Fatalf("Renew returned value %q", r.Value)
 	}
-	if got := mustObserve(t, ps[1], "job"); got.Value != "slot-1" {
+	if got := MustObserve(t, ps[1], "job"); got.Value != "slot-1" {
 		t.Fatalf("Observe value after Renew = %q, want slot-1", got.Value)
 	}
 
 	tooLong := r
 	tooLong.Value = strings.Repeat("x", providers.MaxValueLen+1)
-	if _, err := ps[0].Renew(ctxT(t), tooLong); err == nil || errors.Is(err, providers.ErrLost) {
+	if _, err := ps[0].Renew(Context(t), tooLong); err == nil || errors.Is(err, providers.ErrLost) {
 		t.Fatalf("Renew with a %d-byte value: error %v, want a value error (not ErrLost)", len(tooLong.Value), err)
 	}
-	if err := ps[0].Release(ctxT(t), tooLong); err == nil || errors.Is(err, providers.ErrLost) {
+	if err := ps[0].Release(Context(t), tooLong); err == nil || errors.Is(err, providers.ErrLost) {
 		t.Fatalf("Release with a %d-byte value: error %v, want a value error", len(tooLong.Value), err)
 	}
-	if got := mustObserve(t, ps[1], "job"); got.Value != "slot-1" || got.Holder != "a" {
+	if got := MustObserve(t, ps[1], "job"); got.Value != "slot-1" || got.Holder != "a" {
 		t.Fatalf("after refused writes: %+v, want holder a value slot-1", got)
 	}
 	full := r
 	full.Value = strings.Repeat("v", providers.MaxValueLen)
-	if r, err = ps[0].Renew(ctxT(t), full); err != nil || r.Value != full.Value {
+	if r, err = ps[0].Renew(Context(t), full); err != nil || r.Value != full.Value {
 		t.Fatalf("Renew with a %d-byte value: %v", providers.MaxValueLen, err)
 	}
 
 	r.Value = "slot-2 ✓"
-	if err := ps[0].Release(ctxT(t), r); err != nil {
+	if err := ps[0].Release(Context(t), r); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustObserve(t, ps[1], "job"); got.Value != "slot-2 ✓" {
+	if got := MustObserve(t, ps[1], "job"); got.Value != "slot-2 ✓" {
 		t.Fatalf("Observe value after Release = %q, want the released value", got.Value)
 	}
-	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	b := MustAcquire(t, ps[1], "job", "b", longTTL)
 	if b.Value != "slot-2 ✓" {
 		t.Fatalf("new holder sees value %q, want the previous term's", b.Value)
 	}
@@ -491,7 +500,7 @@ func (s *suite) value(t *testing.T) {
 func (s *suite) cancelled(t *testing.T) {
 	ps := s.clients(t, 1)
 	p := ps[0]
-	held := mustAcquire(t, p, "held", "a", longTTL)
+	held := MustAcquire(t, p, "held", "a", longTTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	check := func(op string, err error) {
@@ -510,10 +519,10 @@ func (s *suite) cancelled(t *testing.T) {
 	check("Release", p.Release(ctx, held))
 	_, err = p.Observe(ctx, "held")
 	check("Observe", err)
-	if got := mustObserve(t, p, "free"); got.Holder != "" {
+	if got := MustObserve(t, p, "free"); got.Holder != "" {
 		t.Fatalf("a cancelled Acquire took the lease: %+v", got)
 	}
-	if got := mustObserve(t, p, "held"); got.Holder != "a" || got.Token != held.Token {
+	if got := MustObserve(t, p, "held"); got.Holder != "a" || got.Token != held.Token {
 		t.Fatalf("a cancelled Release changed the lease: %+v", got)
 	}
 }
@@ -562,9 +571,9 @@ func (s *suite) watch(t *testing.T) {
 		t.Log("no Watcher: waiting candidates poll every retry_every")
 		return
 	}
-	a := mustAcquire(t, ps[0], "job", "a", longTTL)
-	mustObserve(t, ps[1], "job") // warm the candidate up: measure the handover, not a first connection
-	ctx, cancel := context.WithCancel(ctxT(t))
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
+	MustObserve(t, ps[1], "job") // warm the candidate up: measure the handover, not a first connection
+	ctx, cancel := context.WithCancel(Context(t))
 	ch, err := w.Watch(ctx, "job")
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
@@ -584,7 +593,7 @@ func (s *suite) watch(t *testing.T) {
 	}
 	drain()
 	start := time.Now()
-	if err := ps[0].Release(ctxT(t), a); err != nil {
+	if err := ps[0].Release(Context(t), a); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -593,7 +602,7 @@ func (s *suite) watch(t *testing.T) {
 		t.Fatal("no notification within 1s of Release")
 	}
 	notified := time.Since(start)
-	b := mustAcquire(t, ps[1], "job", "b", longTTL)
+	b := MustAcquire(t, ps[1], "job", "b", longTTL)
 	t.Logf("release → notification %s, release → new holder's Acquire done %s", notified, time.Since(start))
 	if b.Token != a.Token+1 {
 		t.Fatalf("token %d, want %d", b.Token, a.Token+1)
@@ -624,12 +633,12 @@ func (s *suite) renewMany(t *testing.T) {
 		t.Log("no BatchRenewer: each job's renewal is its own request to the store")
 		return
 	}
-	ctx := ctxT(t)
-	a := mustAcquire(t, ps[0], "a", "n1", longTTL)
-	b := mustAcquire(t, ps[0], "b", "n1", longTTL)
-	c := mustAcquire(t, ps[0], "c", "n1", s.opts.ShortTTL)
+	ctx := Context(t)
+	a := MustAcquire(t, ps[0], "a", "n1", longTTL)
+	b := MustAcquire(t, ps[0], "b", "n1", longTTL)
+	c := MustAcquire(t, ps[0], "c", "n1", s.opts.ShortTTL)
 	sleepPast(time.Now(), s.opts.ShortTTL+s.opts.ShortTTL/2)
-	taken := mustAcquire(t, ps[1], "c", "n2", longTTL) // c expired and was taken
+	taken := MustAcquire(t, ps[1], "c", "n2", longTTL) // c expired and was taken
 	a.Value, b.Value = "va", "vb"
 	wrong := b
 	wrong.Key, wrong.Token = "b2", b.Token
@@ -644,13 +653,13 @@ func (s *suite) renewMany(t *testing.T) {
 		if got[i].Key != want.Key || got[i].Token != want.Token || got[i].Holder != want.Holder {
 			t.Errorf("RenewMany: %+v, want key, holder and token of %+v", got[i], want)
 		}
-		if o := mustObserve(t, ps[1], want.Key); o.Value != want.Value || o.Holder != "n1" {
+		if o := MustObserve(t, ps[1], want.Key); o.Value != want.Value || o.Holder != "n1" {
 			t.Errorf("after RenewMany %q holds %+v, want holder n1 and value %q", want.Key, o, want.Value)
 		}
 	}
-	wantLost(t, "RenewMany of a lease taken by another", errs[2])
-	wantLost(t, "RenewMany of a lease never held", errs[3])
-	if o := mustObserve(t, ps[1], "c"); o.Holder != "n2" || o.Token != taken.Token {
+	WantLost(t, "RenewMany of a lease taken by another", errs[2])
+	WantLost(t, "RenewMany of a lease never held", errs[3])
+	if o := MustObserve(t, ps[1], "c"); o.Holder != "n2" || o.Token != taken.Token {
 		t.Errorf("RenewMany touched a lease it had lost: %+v", o)
 	}
 	if s.opts.Unreachable == nil {
