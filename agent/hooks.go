@@ -27,8 +27,8 @@ type hookRunner struct {
 
 	mu     sync.Mutex
 	queue  []hookItem
+	busy   bool // an item is running
 	wake   chan struct{}
-	idle   chan struct{} // closed while the queue is empty and nothing runs
 	closed bool
 }
 
@@ -39,9 +39,7 @@ type hookItem struct {
 }
 
 func newHookRunner(job string, log hclog.Logger, r *runner, w WebhookSender) *hookRunner {
-	h := &hookRunner{job: job, log: log, runner: r, webhooks: w, wake: make(chan struct{}, 1), idle: make(chan struct{})}
-	close(h.idle)
-	return h
+	return &hookRunner{job: job, log: log, runner: r, webhooks: w, wake: make(chan struct{}, 1)}
 }
 
 // fire queues the actions for ev and returns a channel closed once its exec
@@ -50,12 +48,9 @@ func (h *hookRunner) fire(ev config.Event, actions []config.Action) <-chan struc
 	done := make(chan struct{})
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || len(actions) == 0 && len(h.queue) == 0 && h.isIdle() {
+	if h.closed || len(actions) == 0 && len(h.queue) == 0 && !h.busy {
 		close(done)
 		return done
-	}
-	if h.isIdle() {
-		h.idle = make(chan struct{})
 	}
 	h.queue = append(h.queue, hookItem{ev: ev, actions: actions, done: done})
 	select {
@@ -65,23 +60,12 @@ func (h *hookRunner) fire(ev config.Event, actions []config.Action) <-chan struc
 	return done
 }
 
-func (h *hookRunner) isIdle() bool {
-	select {
-	case <-h.idle:
-		return true
-	default:
-		return false
-	}
-}
-
 // run works through the queue until ctx is done and the queue is empty.
 func (h *hookRunner) run(ctx context.Context) {
 	for {
 		h.mu.Lock()
 		if len(h.queue) == 0 {
-			if !h.isIdle() {
-				close(h.idle)
-			}
+			h.busy = false
 			h.mu.Unlock()
 			select {
 			case <-h.wake:
@@ -101,17 +85,11 @@ func (h *hookRunner) run(ctx context.Context) {
 		}
 		item := h.queue[0]
 		h.queue = h.queue[1:]
+		h.busy = true
 		h.mu.Unlock()
 		h.runItem(item)
 		close(item.done)
 	}
-}
-
-// drained is closed once every queued event has been handled.
-func (h *hookRunner) drained() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.idle
 }
 
 func (h *hookRunner) runItem(item hookItem) {
