@@ -22,8 +22,8 @@ import (
 // Options are what the agent needs from its surroundings.
 type Options struct {
 	Logger hclog.Logger
-	// Open opens the lease store a provider block describes (the plain
-	// table of provider types lives in cmd/electd).
+	// Open opens the lease store a provider block describes. Nil opens it
+	// with its own settings (p.Settings.Open).
 	Open func(ctx context.Context, p config.Provider) (providers.Provider, error)
 	// Webhooks delivers webhook actions; nil logs and drops them.
 	Webhooks WebhookSender
@@ -41,6 +41,9 @@ type Options struct {
 type Agent struct {
 	opts Options
 	log  hclog.Logger
+	// node is the node_id, fixed for the agent's life (a reload does not
+	// change it); holder adds this process's incarnation (identity.go).
+	node, holder string
 
 	reloads chan reloadReq
 	ready   atomic.Bool
@@ -85,7 +88,10 @@ type ReloadSummary struct {
 // New checks the options; Run does the work.
 func New(cfg *config.Config, opts Options) (*Agent, error) {
 	if opts.Open == nil {
-		return nil, errors.New("agent: no Open function for providers")
+		log := opts.Logger
+		opts.Open = func(ctx context.Context, p config.Provider) (providers.Provider, error) {
+			return p.Settings.Open(ctx, log)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -96,7 +102,9 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	if len(cfg.Jobs) == 0 {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
-	return &Agent{cfg: cfg, opts: opts, log: opts.Logger, reloads: make(chan reloadReq),
+	holder := holderOf(cfg.Agent.NodeID, newIncarnation())
+	opts.Logger.Debug("lease holder of this process", "holder", holder)
+	return &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, reloads: make(chan reloadReq),
 		provs: map[string]*openProvider{}, stopped: map[*runningJob]chan struct{}{}}, nil
 }
 
@@ -230,7 +238,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		}
 		key := keyOf[spec.Provider]
 		a.provs[key].refs++
-		jobs = append(jobs, a.startJob(spec, key, cfg.Agent.NodeID))
+		jobs = append(jobs, a.startJob(spec, key, old[spec.Name]))
 	}
 	for key, op := range a.provs {
 		if op.refs == 0 {
@@ -246,10 +254,17 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 	return sum, nil
 }
 
-func (a *Agent) startJob(spec config.Job, key, node string) *runningJob {
+// startJob starts a job's loop. prior is the job it replaces after a reload
+// (its loop has ended), or nil: the new loop keeps what it knew of the
+// leader, so events and status do not start from nothing.
+func (a *Agent) startJob(spec config.Job, key string, prior *runningJob) *runningJob {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	op := a.provs[key]
-	r := &runningJob{job: newJob(spec, node, op.p, a.opts, a.log), provKey: key, cancel: cancel,
+	j := newJob(spec, a.node, a.holder, op.p, a.opts, a.log)
+	if prior != nil {
+		j.inherit(prior.job)
+	}
+	r := &runningJob{job: j, provKey: key, cancel: cancel,
 		loopDone: make(chan struct{}), hooksDone: make(chan struct{})}
 	r.batch = op.batch
 	hookCtx, stopHooks := context.WithCancel(context.Background())

@@ -27,8 +27,7 @@ const quick = `
 
 func observe(t *testing.T, db, job string) providers.Lease {
 	t.Helper()
-	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s",
-		Settings: &config.SQLSettings{Driver: "sqlite", DSN: db}}, hclog.NewNullLogger())
+	p, err := sqlprovider.New(context.Background(), sqlprovider.Settings{Driver: "sqlite", DSN: db}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

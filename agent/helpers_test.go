@@ -17,7 +17,7 @@ import (
 	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
-	sqlprovider "github.com/electd/electd/providers/sql"
+	"github.com/electd/electd/providers/registry"
 )
 
 // The test binary is also the shim that supervises each command.
@@ -215,7 +215,7 @@ func loadConfig(t *testing.T, src string) *config.Config {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load([]string{path})
+	cfg, diags := config.Load([]string{path}, config.Options{Types: registry.Types(), Default: registry.Default})
 	if diags.HasErrors() {
 		var b strings.Builder
 		diags.WriteText(&b)
@@ -252,7 +252,7 @@ func startAgent(t *testing.T, cfg *config.Config, opts ...agentOpt) *testAgent {
 		Logger: hclog.New(&hclog.LoggerOptions{Name: cfg.Agent.NodeID, Level: hclog.Debug, Output: testWriter{t}}),
 		Shim:   self,
 		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
-			return sqlprovider.Open(ctx, p, hclog.NewNullLogger())
+			return p.Settings.Open(ctx, hclog.NewNullLogger())
 		},
 	}
 	for _, opt := range opts {

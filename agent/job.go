@@ -19,7 +19,8 @@ import (
 // job is one job's election loop and what it runs while leading.
 type job struct {
 	spec    config.Job
-	node    string
+	node    string // node_id: what events and the API show
+	holder  string // node_id and incarnation: what the store records (identity.go)
 	prov    providers.Provider
 	batch   *batcher // renewals go through it when the store batches them
 	clock   Clock
@@ -34,17 +35,21 @@ type job struct {
 	// false until the first answer from the store: a leader that was
 	// already in place when the agent started is not a change.
 	known      bool
-	lastLeader string
+	lastLeader string // a node_id
+	clash      clash
+	// backoffs counts the terms in a row whose work ended by itself
+	// (stepDownReason.backoff); a term that lasts a ttl resets it.
+	backoffs int
 
 	mu sync.Mutex
 	st api.JobStatus
 }
 
-func newJob(spec config.Job, node string, prov providers.Provider, o Options, log hclog.Logger) *job {
+func newJob(spec config.Job, node, holder string, prov providers.Provider, o Options, log hclog.Logger) *job {
 	log = log.With("job", spec.Name)
 	r := newRunner(spec.Name, log, o.Shim, o.Metrics)
 	j := &job{
-		spec: spec, node: node, prov: prov, clock: o.Clock, log: log, runner: r, metrics: o.Metrics,
+		spec: spec, node: node, holder: holder, prov: prov, clock: o.Clock, log: log, runner: r, metrics: o.Metrics,
 		hooks:    newHookRunner(spec.Name, log.Named("hooks"), r, o.Webhooks),
 		stepDown: make(chan chan error),
 	}
@@ -60,6 +65,18 @@ func newJob(spec config.Job, node string, prov providers.Provider, o Options, lo
 	j.st.LastLeaseOp = now
 	j.setLeaderGauge(0) // the series exists on followers too
 	return j
+}
+
+// inherit takes over what the job it replaces (after a reload) knew of the
+// leader: on_elected's previous_leader and a follower's since stay right.
+func (j *job) inherit(prior *job) {
+	j.known, j.lastLeader, j.clash = prior.known, prior.lastLeader, prior.clash
+	st := prior.status()
+	if st.State == api.StateFollower {
+		j.mu.Lock()
+		j.st.State, j.st.Leader, j.st.Token, j.st.Since = st.State, st.Leader, st.Token, st.Since
+		j.mu.Unlock()
+	}
 }
 
 // lockLoop is the loop of a `mode = "lock"` job: at every slot each node
@@ -147,15 +164,15 @@ func (j *job) acquire(ctx context.Context) (providers.Lease, time.Time, error) {
 	window := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
 	actx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
-	lease, err := j.prov.Acquire(actx, j.spec.Name, j.node, j.spec.TTL)
+	lease, err := j.prov.Acquire(actx, j.spec.Name, j.holder, j.spec.TTL)
 	var held *providers.HeldError
 	switch {
 	case err == nil:
 		j.opDone(nil)
+		j.checkClash("")
 	case errors.As(err, &held):
 		j.opDone(nil)
-		j.setFollower(held.Holder, held.Token)
-		j.noteLeader(held.Holder, held.Token)
+		j.follow(held.Holder, held.Token)
 	case ctx.Err() != nil:
 	default:
 		j.opDone(err)
@@ -176,9 +193,41 @@ func (j *job) observe(ctx context.Context) {
 		return
 	}
 	j.opDone(nil)
-	j.setFollower(l.Holder, l.Token)
-	if l.Holder != "" {
-		j.noteLeader(l.Holder, l.Token)
+	j.follow(l.Holder, l.Token)
+}
+
+// follow records the lease's holder as this node's leader.
+func (j *job) follow(holder string, token uint64) {
+	j.checkClash(holder)
+	node := NodeOf(holder)
+	j.setFollower(node, token)
+	if node != "" {
+		j.noteLeader(node, token)
+	}
+}
+
+// checkClash watches for another process holding the lease under this
+// node's node_id (see clash in identity.go).
+func (j *job) checkClash(holder string) {
+	if holder == "" || holder == j.holder || NodeOf(holder) != j.node {
+		if j.clash.logged {
+			j.clearLastError(j.clash.msg)
+		}
+		j.clash = clash{}
+		return
+	}
+	now := j.clock.Now()
+	if j.clash.holder != holder {
+		j.clash = clash{holder: holder, since: now}
+		j.log.Warn("the lease is held by another process with this node_id: an earlier run of this agent (its lease expires within the ttl) or a second agent with the same node_id",
+			"holder", holder, "this_process", j.holder)
+		return
+	}
+	if !j.clash.logged && now.Sub(j.clash.since) > j.spec.TTL+j.spec.RetryEvery {
+		j.clash.logged = true
+		j.clash.msg = fmt.Sprintf("node_id clash: another agent process (%s) with node_id %q keeps renewing this job's lease; give every agent its own node_id", holder, j.node)
+		j.log.Error(j.clash.msg, "this_process", j.holder)
+		j.setLastError(j.clash.msg)
 	}
 }
 
@@ -226,7 +275,17 @@ type stepDownReason struct {
 	lost    bool // the store says the lease is gone: nothing to release
 	failure bool // shown as the job's last error
 	holdOff bool // asked through the API: let another node take over
+	// giveAway: this node cannot do the work (the metric's reason); it
+	// stays out of the election for the run block's hold_off.
+	giveAway string
+	// backoff: the work ended by itself (restart = "never"); the next term
+	// waits, longer each time, so a command that exits at once cannot
+	// make an election storm.
+	backoff bool
 }
+
+// maxBackoff caps the pause between terms whose work ends by itself.
+const maxBackoff = time.Minute
 
 // lead holds the lease and runs the job's work until a reason to stop:
 // shutdown, a lost lease, a renewal deadline missed, a step-down request,
@@ -237,6 +296,7 @@ type stepDownReason struct {
 // mode).
 func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, lockSlot time.Time) (holdOff time.Time) {
 	spec := j.spec
+	began := j.clock.Now()
 	tm := newTerm(sent, spec.TTL, spec.StopTimeout())
 	prev := j.lastLeader
 	j.known, j.lastLeader = true, j.node
@@ -312,6 +372,9 @@ func (j *job) lead(ctx context.Context, lease providers.Lease, sent time.Time, l
 			reason = stepDownReason{why: "step-down requested", holdOff: true}
 		}
 	}
+	if j.clock.Now().Sub(began) >= spec.TTL {
+		j.backoffs = 0 // a healthy term
+	}
 	return j.stepDownNow(lease, w, reason)
 }
 
@@ -357,8 +420,22 @@ func (j *job) stepDownNow(lease providers.Lease, w *leaderWork, reason stepDownR
 	// Who leads next is not known yet; the next answer from the store
 	// fires on_leader_change with this node as previous_leader.
 	j.hooks.fire(j.event(config.EventDemoted, "", j.node, lease.Token), j.spec.OnDemoted)
-	if reason.holdOff {
-		return j.clock.Now().Add(j.spec.TTL)
+	now := j.clock.Now()
+	switch {
+	case reason.holdOff:
+		return now.Add(j.spec.TTL)
+	case reason.giveAway != "":
+		holdOff := j.spec.Run.HoldOff
+		j.log.Error("this node cannot do the work: gave the job away", "reason", reason.why, "hold_off", holdOff)
+		if j.metrics != nil {
+			j.metrics.GivenAway.WithLabelValues(j.spec.Name, reason.giveAway).Inc()
+		}
+		return now.Add(holdOff)
+	case reason.backoff:
+		d := min(j.spec.RetryEvery<<min(j.backoffs, 20), maxBackoff)
+		j.backoffs++
+		j.log.Info("backing off before competing again", "for", d)
+		return now.Add(d)
 	}
 	return time.Time{}
 }
@@ -410,6 +487,15 @@ func (j *job) setLastError(msg string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.st.LastError = msg
+}
+
+// clearLastError clears the last error when it is still msg.
+func (j *job) clearLastError(msg string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.st.LastError == msg {
+		j.st.LastError = ""
+	}
 }
 
 func (j *job) setStateLocked(state string) {

@@ -122,8 +122,7 @@ func TestTaskOncePerSlot(t *testing.T) {
 func TestMissedSlotRunsOnce(t *testing.T) {
 	db, out := sqliteDB(t), filepath.Join(t.TempDir(), "slots")
 	// The previous leader ran the slot two hours ago and died.
-	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s",
-		Settings: &config.SQLSettings{Driver: "sqlite", DSN: db}}, hclog.NewNullLogger())
+	p, err := sqlprovider.New(context.Background(), sqlprovider.Settings{Driver: "sqlite", DSN: db}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +163,7 @@ job "hourly" {
 // or its store answer was late) does not run it again.
 func TestRecordedSlotNotRepeated(t *testing.T) {
 	db, out := sqliteDB(t), filepath.Join(t.TempDir(), "slots")
-	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s",
-		Settings: &config.SQLSettings{Driver: "sqlite", DSN: db}}, hclog.NewNullLogger())
+	p, err := sqlprovider.New(context.Background(), sqlprovider.Settings{Driver: "sqlite", DSN: db}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,19 @@
 package agent
 
-import "time"
+import (
+	"time"
+
+	"github.com/electd/electd/config"
+)
 
 // SafetyMargin is the share of the ttl a leader gives up to clock rate
 // differences between itself and the store (SPEC §2: ttl*(1-0.01)).
 const SafetyMargin = 0.01
 
 // KillMargin is the time left for SIGKILL to take effect after stop_timeout,
-// so that work is dead, not dying, when the term ends.
-const KillMargin = 100 * time.Millisecond
+// so that work is dead, not dying, when the term ends. `electd check`
+// reserves the same time in the timing rule.
+const KillMargin = config.KillMargin
 
 // term is a leader's view of its lease, on its own monotonic clock: the
 // store may expire the lease ttl after it received the operation, which is

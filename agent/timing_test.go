@@ -56,8 +56,8 @@ func TestTerm(t *testing.T) {
 func timingJob(t *testing.T) (*job, *faulty, *fakeClock, context.CancelFunc, chan struct{}) {
 	t.Helper()
 	clk := newFakeClock()
-	settings := &config.SQLSettings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "s", Settings: settings}, hclog.NewNullLogger())
+	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
+	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock, context.CancelFunc, cha
 	f := newFaulty(p, clk)
 	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
 		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
-	j := newJob(spec, "node-1", f, Options{Clock: clk}, hclog.NewNullLogger())
+	j := newJob(spec, "node-1", "node-1#0badcafe", f, Options{Clock: clk}, hclog.NewNullLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	hctx, hcancel := context.WithCancel(context.Background())
 	go j.hooks.run(hctx)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"syscall"
 	"time"
@@ -20,7 +21,8 @@ type leaderWork struct {
 	j       *job
 	elected config.Event
 
-	child *started // the run command, while it runs
+	child    *started    // the run command, while it runs
+	failures []time.Time // failed runs in a row, within the failure window
 
 	task         *started // a task run in progress
 	taskTimedOut bool
@@ -109,18 +111,40 @@ func (w *leaderWork) startRun() stepDownReason {
 	run := w.j.spec.Run
 	s, err := w.j.runner.start("run", run.Command, w.elected)
 	if err != nil {
-		w.j.log.Error("cannot start the run command", "error", err)
+		// A missing program, a file that is not executable, a dir that does
+		// not exist: this node cannot do the work, and retrying here would
+		// keep the job from the nodes that can.
 		w.j.runner.count(w.elected.Type, "run", "failed")
-		if run.Restart == config.RestartNever {
-			return stepDownReason{why: "the run command could not start (restart = never): " + err.Error(), failure: true}
-		}
-		w.after(restartWait(run), workEvent{kind: "restartDue"})
-		return stepDownReason{}
+		return stepDownReason{why: "the run command cannot start on this node: " + err.Error(), failure: true, giveAway: "cannot_start"}
 	}
 	w.j.log.Info("run command started", "pid", s.Pid(), "token", w.elected.Token)
 	w.child = s
 	w.watchExit(s, "runExited")
 	return stepDownReason{}
+}
+
+// countFailure counts a failed run (a non-zero exit) and says to give the
+// job away when max_failures of them came in a row within failure_window.
+// A clean exit ends the row.
+func (w *leaderWork) countFailure(code int) stepDownReason {
+	run := w.j.spec.Run
+	if code == 0 {
+		w.failures = nil
+		return stepDownReason{}
+	}
+	now := w.j.clock.Now()
+	recent := w.failures[:0]
+	for _, t := range w.failures {
+		if now.Sub(t) < run.FailureWindow {
+			recent = append(recent, t)
+		}
+	}
+	w.failures = append(recent, now)
+	if len(w.failures) < max(run.MaxFailures, 1) {
+		return stepDownReason{}
+	}
+	return stepDownReason{failure: true, giveAway: "failing", why: fmt.Sprintf(
+		"the run command failed %d times in a row within %s (last exit code %d)", len(w.failures), run.FailureWindow, code)}
 }
 
 func restartWait(run *config.Run) time.Duration {
@@ -141,9 +165,12 @@ func (w *leaderWork) handle(ctx context.Context, ev workEvent, lease *providers.
 		w.child = nil
 		w.j.runner.finished(ev.s, false)
 		code := ev.s.ExitCode()
+		if r := w.countFailure(code); r.why != "" {
+			return r
+		}
 		switch {
 		case run.Restart == config.RestartNever:
-			return stepDownReason{why: "the run command exited (restart = never)"}
+			return stepDownReason{why: "the run command exited (restart = never)", backoff: true}
 		case run.Restart == config.RestartOnFailure && code == 0:
 			w.j.log.Info("run command exited cleanly; not restarted (restart = on-failure); keeping the lease")
 		default:

@@ -160,7 +160,7 @@ func (s *server) authorized(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="electd"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
@@ -170,24 +170,23 @@ func (s *server) authorized(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme. Clients and proxies spell the scheme in any case and may pad it,
+// both of which RFC 7235 §2.1 allows: the scheme is case-insensitive and
+// 1*SP separates it from the credentials.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
+}
+
 func loopbackRemote(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// IsLoopbackListen reports whether a listen address binds only loopback
-// ("127.0.0.1:8790", "[::1]:8790", "localhost:8790").
-func IsLoopbackListen(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()

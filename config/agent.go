@@ -1,9 +1,6 @@
 package config
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -25,48 +22,65 @@ var agentSchema = &hcl.BodySchema{
 	},
 }
 
+// agentDecl is the decoded agent block with the ranges later rules point at.
+type agentDecl struct {
+	Agent
+	nodeIDRange   hcl.Range // node_id, or the block; empty without a block
+	shutdownRange hcl.Range // shutdown_timeout, or the block
+	shutdownOK    bool      // shutdown_timeout was given validly or defaulted
+}
+
 // decodeAgents decodes the agent block; there is at most one across all
 // files. Without one, every setting takes its default.
-func (l *loader) decodeAgents(blocks []*hcl.Block) (Agent, hcl.Diagnostics) {
+func (l *loader) decodeAgents(blocks []*hcl.Block) (*agentDecl, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	for _, b := range blocks[min(1, len(blocks)):] {
 		diags = append(diags, errorf(b.DefRange, "Duplicate agent block",
 			"An agent block was already declared at %s. Only one agent block is allowed across all files.", blocks[0].DefRange))
 	}
 	if len(blocks) == 0 {
-		return Agent{
+		return &agentDecl{Agent: Agent{
 			NodeID:          defaultNodeID(),
 			Listen:          DefaultListen,
 			LogLevel:        "info",
 			LogFormat:       "text",
 			ShutdownTimeout: DefaultShutdownTimeout,
-		}, diags
+		}, shutdownOK: true}, diags
 	}
 	a, d := l.decodeAgentBlock(blocks[0])
-	return *a, append(diags, d...)
+	return a, append(diags, d...)
 }
 
-func (l *loader) decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
+func (l *loader) decodeAgentBlock(block *hcl.Block) (*agentDecl, hcl.Diagnostics) {
 	content, diags := block.Body.Content(agentSchema)
 	b := l.attrs(content.Attributes, block, &diags)
-	a := &Agent{
-		NodeID:    b.str("node_id", ""),
-		Listen:    b.str("listen", DefaultListen),
-		APIToken:  b.str("api_token", ""),
+	a := &agentDecl{Agent: Agent{
+		NodeID:    b.line("node_id", ""),
+		Listen:    b.line("listen", DefaultListen),
+		APIToken:  b.line("api_token", ""),
 		LogLevel:  b.enum("log_level", "info", "trace", "debug", "info", "warn", "error"),
 		LogFormat: b.enum("log_format", "text", "text", "json"),
+	}}
+	l.secret(a.APIToken)
+	a.nodeIDRange = b.rangeOf("node_id", block.DefRange)
+	a.shutdownRange = b.rangeOf("shutdown_timeout", block.DefRange)
+	a.ShutdownTimeout, a.shutdownOK = b.duration("shutdown_timeout", DefaultShutdownTimeout)
+	if a.shutdownOK && a.ShutdownTimeout == 0 {
+		diags = append(diags, errorf(a.shutdownRange, "Invalid shutdown_timeout",
+			"The shutdown_timeout must be longer than zero: it is the time children get to stop and leases to be released when the agent stops."))
+		a.shutdownOK = false
 	}
-	a.ShutdownTimeout, _ = b.duration("shutdown_timeout", DefaultShutdownTimeout)
 	if a.NodeID == "" {
 		a.NodeID = defaultNodeID()
 	}
+	tokenKnown := b.known("api_token")
 	if a.Listen != "" {
 		host, _, err := net.SplitHostPort(a.Listen)
 		switch {
 		case err != nil:
 			diags = append(diags, errorf(b.rangeOf("listen", block.DefRange), "Invalid listen address",
 				"The listen address must be host:port, such as \"127.0.0.1:8790\", or \"\" to turn the HTTP API off."))
-		case !isLoopback(host) && a.APIToken == "":
+		case !isLoopback(host) && a.APIToken == "" && (tokenKnown || !b.has("api_token")):
 			diags = append(diags, errorf(b.rangeOf("listen", block.DefRange), "Missing api_token",
 				"The HTTP API listens on a non-loopback address, so anyone who can reach it could make the agent step down. Set api_token (for example api_token = env(\"ELECTD_API_TOKEN\")), or listen on 127.0.0.1."))
 		}
@@ -82,14 +96,13 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// defaultNodeID is <hostname>-<pid>-<4 random hex>: unique per process even
-// when several agents share a machine (the quickstart does).
+// defaultNodeID is the host name: a node's name, stable across restarts,
+// the same file serving every node. Two processes on one host are still
+// told apart: the agent adds its process's incarnation to the lease holder.
 func defaultNodeID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		host = "electd"
+		return "electd"
 	}
-	var b [2]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return host
 }

@@ -1,14 +1,14 @@
 package config
 
 import (
-	"fmt"
 	"math/big"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/electd/electd/providers"
 )
 
 // eventAttrs is how diagnostics name the attributes that may use `event`.
@@ -76,6 +76,42 @@ func (b attrs) str(name, def string) string {
 		return def
 	}
 	return v.AsString()
+}
+
+// has reports whether the attribute is written.
+func (b attrs) has(name string) bool {
+	_, ok := b.a[name]
+	return ok
+}
+
+// known reports whether the attribute is written and its value known at
+// load time (`check -no-env` leaves env() unknown).
+func (b attrs) known(name string) bool {
+	a, ok := b.a[name]
+	if !ok || len(a.Expr.Variables()) > 0 {
+		return false
+	}
+	v, d := a.Expr.Value(b.ctx.static)
+	return !d.HasErrors() && v.IsWhollyKnown()
+}
+
+// line is a string attribute holding one line: a newline or another control
+// character is refused. A token read with file() keeps the file's trailing
+// newline, and would make every request fail without a word.
+func (b attrs) line(name, def string) string {
+	v, a := b.value(name, cty.String)
+	if v.IsNull() || !v.IsKnown() {
+		return def
+	}
+	s := v.AsString()
+	b.checkLine(name, a, s)
+	return s
+}
+
+func (b attrs) checkLine(name string, a *hcl.Attribute, s string) {
+	if detail := providers.NotOneLine(name, s); detail != "" {
+		b.add(errorf(a.Expr.Range(), "Invalid "+name, "%s", detail))
+	}
 }
 
 // enum is a string attribute that must be one of allowed. The value itself is
@@ -269,16 +305,4 @@ func eventAttrList() string {
 // quoteList is `"a", "b" or "c"`.
 func quoteList(xs []string) string { return joinQuoted(xs, "or") }
 
-func joinQuoted(xs []string, conj string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = fmt.Sprintf("%q", x)
-	}
-	switch len(q) {
-	case 0:
-		return ""
-	case 1:
-		return q[0]
-	}
-	return strings.Join(q[:len(q)-1], ", ") + " " + conj + " " + q[len(q)-1]
-}
+func joinQuoted(xs []string, conj string) string { return providers.JoinQuoted(xs, conj) }

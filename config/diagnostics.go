@@ -1,10 +1,15 @@
 package config
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcled"
@@ -56,13 +61,125 @@ func (d *Diagnostics) Count() (errs, warnings int) {
 	return errs, warnings
 }
 
-// WriteText writes every diagnostic as HCL's diagnostic writer does:
-// file:line:col, a source snippet, no color, no wrapping.
+// WriteText writes every diagnostic as HCL's diagnostic writer does (the
+// file and line, the source lines, no color, no wrapping), except that a
+// snippet is at most maxSnippetLines lines of at most maxLineWidth bytes:
+// a minified or generated file must not print megabytes per problem.
 func (d *Diagnostics) WriteText(w io.Writer) error {
-	if d.Len() == 0 {
-		return nil
+	bw := bufio.NewWriter(w)
+	for _, x := range d.All() {
+		severity := "Error"
+		if x.Severity != hcl.DiagError {
+			severity = "Warning"
+		}
+		fmt.Fprintf(bw, "%s: %s\n\n", severity, x.Summary)
+		if x.Subject != nil {
+			d.writeSnippet(bw, x)
+		}
+		if x.Detail != "" {
+			fmt.Fprintf(bw, "%s\n\n", x.Detail)
+		}
 	}
-	return hcl.NewDiagnosticTextWriter(w, d.files, 0, false).WriteDiagnostics(d.diags)
+	return bw.Flush()
+}
+
+func (d *Diagnostics) writeSnippet(w io.Writer, x *hcl.Diagnostic) {
+	s := *x.Subject
+	f := d.files[s.Filename]
+	if f == nil || f.Bytes == nil {
+		fmt.Fprintf(w, "  on %s line %d:\n  (source code not available)\n\n", s.Filename, s.Start.Line)
+		return
+	}
+	in := ""
+	if c := hcled.ContextString(f, s.Start.Byte); c != "" {
+		in = ", in " + escape(c, false)
+	}
+	fmt.Fprintf(w, "  on %s line %d%s:\n", s.Filename, s.Start.Line, in)
+	for _, l := range snippetLines(f.Bytes, s, x.Context) {
+		if l.num == 0 {
+			fmt.Fprintf(w, "   ...\n")
+			continue
+		}
+		fmt.Fprintf(w, "%4d: %s\n", l.num, l.text)
+	}
+	fmt.Fprintln(w)
+}
+
+type snippetLine struct {
+	num  int // 0 for the mark of lines left out
+	text string
+}
+
+// snippetLines are the lines HCL's writer shows for a subject: those that
+// overlap it, or it and its context when that is not much more. Each line
+// is cut around the subject when it is long.
+func snippetLines(src []byte, subject hcl.Range, context *hcl.Range) []snippetLine {
+	r := subject
+	if context != nil {
+		if u := hcl.RangeOver(subject, *context); u.End.Line-u.Start.Line < maxSnippetLines {
+			r = u
+		}
+	}
+	start := min(max(r.Start.Byte, 0), len(src))
+	end := min(max(r.End.Byte, start), len(src))
+	if end == start {
+		end++ // HCL's writer shows the line an empty range is on
+	}
+	at := min(max(subject.Start.Byte, 0), len(src))
+	ls := bytes.LastIndexByte(src[:start], '\n') + 1
+	num := bytes.Count(src[:ls], []byte{'\n'}) + 1
+	var out []snippetLine
+	for ; ls < len(src) && ls <= end; num++ {
+		le := len(src)
+		if i := bytes.IndexByte(src[ls:], '\n'); i >= 0 {
+			le = ls + i
+		}
+		text := bytes.TrimSuffix(src[ls:le], []byte{'\r'})
+		if overlaps(ls, ls+len(text), start, end) {
+			if len(out) == maxSnippetLines {
+				out = append(out, snippetLine{})
+				break
+			}
+			line, _ := clip(string(text), min(max(at-ls, 0), len(text)), maxLineWidth)
+			out = append(out, snippetLine{num, line})
+		}
+		ls = le + 1
+	}
+	return out
+}
+
+// overlaps is hcl.Range.Overlaps on byte offsets, so that the lines shown
+// are the lines HCL's writer shows.
+func overlaps(a0, a1, b0, b1 int) bool {
+	in := func(x0, x1, o int) bool { return o >= x0 && o < x1 }
+	if a0 == a1 || b0 == b1 {
+		return false
+	}
+	return in(a0, a1, b0) || in(a0, a1, b1) || in(b0, b1, a0) || in(b0, b1, a1)
+}
+
+// clip cuts s to about width bytes around s[at], marking each cut with
+// "...". It returns the text and how far s[at] moved to the left.
+func clip(s string, at, width int) (string, int) {
+	if len(s) <= width {
+		return s, 0
+	}
+	from := max(0, min(at-width/4, len(s)-width))
+	to := min(len(s), from+width)
+	for from > 0 && !utf8.RuneStart(s[from]) {
+		from--
+	}
+	for to < len(s) && !utf8.RuneStart(s[to]) {
+		to--
+	}
+	out, shift := s[from:to], from
+	if from > 0 {
+		out, shift = "..."+out, shift-3
+	}
+	if to < len(s) {
+		out += "..."
+	}
+	return out, shift
 }
 
 // The shape of `terraform validate -json`.
@@ -134,11 +251,12 @@ func (d *Diagnostics) WriteJSON(w io.Writer) error {
 	return enc.Encode(out)
 }
 
-// snippet is the source lines of the subject and where in them it is, as
-// byte offsets into Code.
+// snippet is the source lines of the subject (at most maxSnippetLines,
+// cut around the subject when long) and where in them it is, as byte
+// offsets into Code.
 func (d *Diagnostics) snippet(s hcl.Range) *jsonSnippet {
 	f := d.files[s.Filename]
-	if f == nil || s.Start.Byte > len(f.Bytes) || s.End.Byte > len(f.Bytes) || s.Start.Byte > s.End.Byte {
+	if f == nil || s.Start.Byte < 0 || s.Start.Byte > s.End.Byte || s.End.Byte > len(f.Bytes) {
 		return nil
 	}
 	src := f.Bytes
@@ -152,20 +270,155 @@ func (d *Diagnostics) snippet(s hcl.Range) *jsonSnippet {
 	} else {
 		end = len(src)
 	}
+	if i := nthIndexByte(src[start:end], '\n', maxSnippetLines); i >= 0 {
+		end = start + i
+	}
+	code, shift := clip(string(bytes.TrimRight(src[start:end], "\r")), s.Start.Byte-start, maxSnippetLines*maxLineWidth)
 	sn := &jsonSnippet{
-		Code:                 string(bytes.TrimRight(src[start:end], "\r")),
+		Code:                 code,
 		StartLine:            s.Start.Line,
-		HighlightStartOffset: s.Start.Byte - start,
-		HighlightEndOffset:   s.End.Byte - start,
+		HighlightStartOffset: min(max(s.Start.Byte-start-shift, 0), len(code)),
+		HighlightEndOffset:   min(max(s.End.Byte-start-shift, 0), len(code)),
 		Values:               []any{},
 	}
-	if sn.HighlightEndOffset > len(sn.Code) {
-		sn.HighlightEndOffset = len(sn.Code)
-	}
+	sn.HighlightEndOffset = max(sn.HighlightEndOffset, sn.HighlightStartOffset)
 	if _, ok := f.Body.(*hclsyntax.Body); ok {
-		if c := hcled.ContextString(f, s.Start.Byte-1); c != "" {
+		if c := escape(hcled.ContextString(f, s.Start.Byte-1), false); c != "" {
 			sn.Context = &c
 		}
 	}
 	return sn
+}
+
+// nthIndexByte is the index of the nth c in b (n from 1), or -1.
+func nthIndexByte(b []byte, c byte, n int) int {
+	at := -1
+	for ; n > 0; n-- {
+		i := bytes.IndexByte(b[at+1:], c)
+		if i < 0 {
+			return -1
+		}
+		at += 1 + i
+	}
+	return at
+}
+
+// Limits on what Load reports and the writers print, so that no input
+// floods a terminal or a log.
+const (
+	maxDiags        = 50 // after these, one diagnostic counts the rest
+	maxSummary      = 200
+	maxDetail       = 2000
+	maxSnippetLines = 10
+	maxLineWidth    = 200
+)
+
+// finish makes the diagnostics fit to show, whatever found them: at most
+// maxDiags, bounded text, and no control characters. Labels, names, values
+// and file names reach the text from the files and the command line; a
+// terminal would obey the escape sequences in them.
+func (d *Diagnostics) finish() {
+	d.diags = limitDiags(d.diags)
+	files := make(map[string]*hcl.File, len(d.files))
+	for name, f := range d.files {
+		c := *f
+		c.Bytes = sanitize(f.Bytes)
+		files[escape(name, false)] = &c
+	}
+	d.files = files
+	for _, x := range d.diags {
+		x.Summary = truncate(escape(x.Summary, false), maxSummary)
+		x.Detail = truncate(escape(x.Detail, true), maxDetail)
+		x.Subject = escapeRange(x.Subject)
+		x.Context = escapeRange(x.Context)
+	}
+}
+
+// limitDiags keeps the first maxDiags diagnostics and counts the rest in
+// one more. It is an error when any of the rest is: a configuration with
+// errors must stay invalid.
+func limitDiags(diags hcl.Diagnostics) hcl.Diagnostics {
+	if len(diags) <= maxDiags {
+		return diags
+	}
+	rest := &Diagnostics{diags: diags[maxDiags:]}
+	errs, warns := rest.Count()
+	severity := hcl.DiagWarning
+	if errs > 0 {
+		severity = hcl.DiagError
+	}
+	return append(diags[:maxDiags:maxDiags], &hcl.Diagnostic{
+		Severity: severity,
+		Summary:  "Too many problems",
+		Detail:   fmt.Sprintf("%d more problems (%d errors, %d warnings) were found and are not shown. Fix the ones above first.", errs+warns, errs, warns),
+	})
+}
+
+func escapeRange(r *hcl.Range) *hcl.Range {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Filename = escape(c.Filename, false)
+	return &c
+}
+
+// unsafe reports whether r (decoded from size bytes) must not reach a
+// terminal: an invalid byte, a control character, or a bidirectional
+// control that reorders what is shown.
+func unsafe(r rune, size int) bool {
+	return r == utf8.RuneError && size == 1 || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+}
+
+// escape writes the unsafe characters of s as Go escapes (\x1b, \u202e),
+// keeping newlines when multiline.
+func escape(s string, multiline bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case multiline && r == '\n', !unsafe(r, size):
+			b.WriteString(s[i : i+size])
+		case size == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// sanitize replaces the unsafe bytes of a file's source with '?', byte for
+// byte so that every range into it stays valid. Tabs and line ends stay.
+func sanitize(src []byte) []byte {
+	var out []byte
+	for i := 0; i < len(src); {
+		r, size := utf8.DecodeRune(src[i:])
+		keep := r == '\n' || r == '\t' || r == '\r' && i+1 < len(src) && src[i+1] == '\n'
+		if !keep && unsafe(r, size) {
+			if out == nil {
+				out = bytes.Clone(src)
+			}
+			for j := i; j < i+size; j++ {
+				out[j] = '?'
+			}
+		}
+		i += size
+	}
+	if out == nil {
+		return src
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes and a mark.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + " [...]"
 }

@@ -35,8 +35,10 @@ func (e envUnsetError) Error() string {
 // functions are the functions available in every expression. dir is the
 // directory of the file being evaluated (file() is relative to it); rec
 // receives the values read, when it is not nil. It is called through a
-// pointer so the loader can point it at the block being decoded.
-func functions(dir string, rec *reads) map[string]function.Function {
+// pointer so the loader can point it at the block being decoded. With
+// noEnv, env() reads no environment: a variable without a default is an
+// unknown string, so `check -no-env` judges a file the same on any machine.
+func functions(dir string, rec *reads, noEnv bool) map[string]function.Function {
 	record := func(k, v string) {
 		if rec != nil {
 			rec.add(k, v)
@@ -55,6 +57,12 @@ func functions(dir string, rec *reads) map[string]function.Function {
 			},
 			Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
 				name := args[0].AsString()
+				if noEnv && len(args) == 2 {
+					return args[1], nil
+				}
+				if noEnv {
+					return cty.UnknownVal(cty.String), nil
+				}
 				if v, ok := os.LookupEnv(name); ok {
 					record("env:"+name, v)
 					return cty.StringVal(v), nil
@@ -77,7 +85,9 @@ func functions(dir string, rec *reads) map[string]function.Function {
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(dir, p)
 				}
-				b, err := os.ReadFile(p)
+				// A FIFO would block and /dev/zero never end: only regular
+				// files, bounded like configuration files.
+				b, err := readRegular(p, maxFileSize)
 				if err != nil {
 					// The path is not secret; the contents may be, and are never printed.
 					return cty.NilVal, fmt.Errorf("cannot read %s: %v", p, unwrapPathErr(err))
@@ -124,7 +134,7 @@ func stdlibFunctions() map[string]function.Function {
 		"format":          stdlib.FormatFunc,
 		"formatdate":      stdlib.FormatDateFunc,
 		"formatlist":      stdlib.FormatListFunc,
-		"indent":          stdlib.IndentFunc,
+		"indent":          bounded(stdlib.IndentFunc, 0, "spaces"),
 		"join":            stdlib.JoinFunc,
 		"jsondecode":      stdlib.JSONDecodeFunc,
 		"jsonencode":      stdlib.JSONEncodeFunc,
@@ -138,13 +148,12 @@ func stdlibFunctions() map[string]function.Function {
 		"min":             stdlib.MinFunc,
 		"parseint":        stdlib.ParseIntFunc,
 		"pow":             stdlib.PowFunc,
-		"range":           stdlib.RangeFunc,
+		"range":           boundedRange(),
 		"regex":           stdlib.RegexFunc,
 		"regexall":        stdlib.RegexAllFunc,
 		"replace":         stdlib.ReplaceFunc,
 		"reverse":         stdlib.ReverseListFunc,
 		"setintersection": stdlib.SetIntersectionFunc,
-		"setproduct":      stdlib.SetProductFunc,
 		"setsubtract":     stdlib.SetSubtractFunc,
 		"setunion":        stdlib.SetUnionFunc,
 		"signum":          stdlib.SignumFunc,
@@ -168,9 +177,68 @@ func stdlibFunctions() map[string]function.Function {
 // evalContexts are the two contexts of one file: static for everything
 // evaluated at load time (records reads), runtime for the expressions kept
 // for actions (records nothing).
-func evalContexts(filename string, rec *reads) (static, runtime *hcl.EvalContext) {
+func evalContexts(filename string, rec *reads, noEnv bool) (static, runtime *hcl.EvalContext) {
 	dir := filepath.Dir(filename)
-	static = &hcl.EvalContext{Functions: functions(dir, rec)}
-	runtime = &hcl.EvalContext{Functions: functions(dir, nil)}
+	static = &hcl.EvalContext{Functions: functions(dir, rec, noEnv)}
+	runtime = &hcl.EvalContext{Functions: functions(dir, nil, noEnv)}
 	return static, runtime
+}
+
+// maxGenerated bounds what one function call may generate: configuration
+// needs small lists and indents, and an unbounded one (range(1e9), indent
+// by 1e8 spaces) would take the agent's memory while the file is read.
+const maxGenerated = 1024
+
+// bounded refuses calls of f whose numeric argument arg exceeds
+// maxGenerated.
+func bounded(f function.Function, arg int, what string) function.Function {
+	return function.New(&function.Spec{
+		Description: f.Description(),
+		Params:      f.Params(),
+		VarParam:    f.VarParam(),
+		Type: func(args []cty.Value) (cty.Type, error) {
+			if err := checkBound(args[arg], what); err != nil {
+				return cty.NilType, err
+			}
+			return f.ReturnTypeForValues(args)
+		},
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) { return f.Call(args) },
+	})
+}
+
+// boundedRange is range() producing at most maxGenerated numbers.
+func boundedRange() function.Function {
+	f := stdlib.RangeFunc
+	return function.New(&function.Spec{
+		Description: f.Description(),
+		VarParam:    f.VarParam(),
+		Type: func(args []cty.Value) (cty.Type, error) {
+			var n [3]float64
+			n[2] = 1
+			for i, a := range args {
+				if i < 3 && a.IsKnown() && !a.IsNull() && a.Type() == cty.Number {
+					n[i], _ = a.AsBigFloat().Float64()
+				}
+			}
+			start, limit, step := n[0], n[1], n[2]
+			if len(args) == 1 {
+				start, limit = 0, n[0]
+			}
+			if step != 0 && (limit-start)/step > maxGenerated {
+				return cty.NilType, fmt.Errorf("range would make more than %d numbers", maxGenerated)
+			}
+			return f.ReturnTypeForValues(args)
+		},
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) { return f.Call(args) },
+	})
+}
+
+func checkBound(v cty.Value, what string) error {
+	if !v.IsKnown() || v.IsNull() || v.Type() != cty.Number {
+		return nil
+	}
+	if n, _ := v.AsBigFloat().Float64(); n > maxGenerated {
+		return fmt.Errorf("at most %d %s", maxGenerated, what)
+	}
+	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/robfig/cron/v3"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/electd/electd/providers"
 )
 
 // DefaultRestartWait is the pause between restarts of a run command.
@@ -55,6 +57,9 @@ var runSchema = &hcl.BodySchema{
 		{Name: "stop_timeout"},
 		{Name: "restart"},
 		{Name: "restart_wait"},
+		{Name: "max_failures"},
+		{Name: "failure_window"},
+		{Name: "hold_off"},
 	},
 }
 
@@ -104,6 +109,8 @@ type jobDecl struct {
 	DeclRange    hcl.Range
 	providerExpr hcl.Expression // nil when omitted
 	providerRef  string         // "TYPE.NAME" as written; "" when omitted or invalid
+	provider     *providerDecl  // resolved; nil when it could not be
+	nameRange    hcl.Range      // the label
 	src          []byte
 	reads        reads
 	ttlRange     hcl.Range // the ttl attribute, or the block header when omitted
@@ -132,7 +139,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 	l.startReads()
 	defer l.endReads()
 	content, diags := block.Body.Content(jobSchema)
-	j := &jobDecl{DeclRange: block.DefRange}
+	j := &jobDecl{DeclRange: block.DefRange, nameRange: block.LabelRanges[0]}
 	j.Name = block.Labels[0]
 	if !jobNameRe.MatchString(j.Name) {
 		diags = append(diags, errorf(block.LabelRanges[0], "Invalid job name",
@@ -159,8 +166,9 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 	retry, retryOK := b.duration("retry_every", DefaultRetryEvery)
 	j.TTL, j.RenewEvery, j.RetryEvery = ttl, renew, retry
 	j.ttlRange = b.rangeOf("ttl", block.DefRange)
-	if ttlOK && ttl == 0 {
-		diags = append(diags, errorf(b.rangeOf("ttl", block.DefRange), "Invalid ttl", "The ttl must be longer than zero."))
+	if ttlOK && ttl < MinTTL {
+		diags = append(diags, errorf(b.rangeOf("ttl", block.DefRange), "Invalid ttl",
+			"The ttl (%s) must be at least %s: a shorter term leaves no time for renewals, and one slow answer from the store would end it.", ttl, MinTTL))
 		ttlOK = false
 	}
 	if renewOK && renew == 0 {
@@ -238,10 +246,19 @@ func firstNonNil(bs ...*hcl.Block) *hcl.Block {
 	return nil
 }
 
-// checkTiming applies the safety rule of SPEC §2: the leader must get two
-// renewal attempts, and then time to stop its work, before 99% of the ttl.
+// KillMargin is the time the timing rule leaves for SIGKILL to take effect
+// after stop_timeout, before the term ends.
+const KillMargin = 100 * time.Millisecond
+
+// MinTTL is the shortest ttl of any job: below it the rule leaves no time
+// for renewals, and a store's answer can take longer than the term.
+const MinTTL = time.Second
+
+// checkTiming applies the safety rule (docs/leases.md): the leader must get
+// two renewal attempts, and then time to stop its work and for SIGKILL to
+// take effect, before 99% of the ttl.
 func checkTiming(j Job, b attrs, block *hcl.Block) hcl.Diagnostics {
-	ttl, renew, stop := j.TTL, j.RenewEvery, j.StopTimeout()
+	ttl, renew, stop := j.TTL, j.RenewEvery, j.StopTimeout()+KillMargin
 	if renew >= ttl {
 		return hcl.Diagnostics{errorf(b.rangeOf("renew_every", b.rangeOf("ttl", block.DefRange)), "Invalid renew_every",
 			"The renew_every (%s) must be shorter than the ttl (%s): the lease would expire before it is renewed.", renew, ttl)}
@@ -254,11 +271,11 @@ func checkTiming(j Job, b attrs, block *hcl.Block) hcl.Diagnostics {
 	// 100ms steps), that satisfy the rule.
 	minTTL := time.Duration(math.Floor(float64(2*renew+stop)/0.99/float64(time.Second))+1) * time.Second
 	maxRenew := time.Duration(math.Ceil((budget-float64(stop))/2/float64(100*time.Millisecond))-1) * 100 * time.Millisecond
-	detail := fmt.Sprintf("The leader must get at least two renewal attempts, and then stop its work, before 99%% of the ttl: renew_every×2 + stop_timeout (%s) must be less than ttl×0.99 (%s). Raise ttl to at least %s",
+	detail := fmt.Sprintf("The leader must get at least two renewal attempts, and then stop its work, before 99%% of the ttl: renew_every×2 + stop_timeout + the 100ms kill margin (%s) must be less than ttl×0.99 (%s). Raise ttl to at least %s",
 		2*renew+stop, time.Duration(budget), minTTL)
 	if maxRenew > 0 {
 		detail += fmt.Sprintf(", or lower renew_every to at most %s", maxRenew)
-	} else if stop > 0 {
+	} else if j.StopTimeout() > 0 {
 		detail += ", or lower stop_timeout"
 	}
 	detail += "."
@@ -316,6 +333,23 @@ func (l *loader) decodeRunBlock(block *hcl.Block) (*Run, hcl.Diagnostics) {
 	r.StopTimeout, _ = b.duration("stop_timeout", DefaultStopTimeout)
 	r.Restart = b.enum("restart", RestartOnFailure, RestartAlways, RestartOnFailure, RestartNever)
 	r.RestartWait, _ = b.duration("restart_wait", DefaultRestartWait)
+	r.MaxFailures, _ = b.integer("max_failures", DefaultMaxFailures)
+	if r.MaxFailures < 1 {
+		diags = append(diags, errorf(b.rangeOf("max_failures", block.DefRange), "Invalid max_failures",
+			"The max_failures must be at least 1: it counts the failed runs in a row after which this node gives the job to another."))
+		r.MaxFailures = DefaultMaxFailures
+	}
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+		def  time.Duration
+	}{{"failure_window", &r.FailureWindow, DefaultFailureWindow}, {"hold_off", &r.HoldOff, DefaultHoldOff}} {
+		var ok bool
+		if *d.to, ok = b.duration(d.name, d.def); ok && *d.to == 0 {
+			diags = append(diags, errorf(b.rangeOf(d.name, block.DefRange), "Invalid "+d.name, "The %s must be longer than zero.", d.name))
+			*d.to = d.def
+		}
+	}
 	return r, diags
 }
 
@@ -324,8 +358,46 @@ func cronParser() cron.Parser {
 	return cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 }
 
-// ParseSchedule parses a task schedule as `electd check` does.
-func ParseSchedule(s string) (cron.Schedule, error) { return cronParser().Parse(s) }
+// ParseSchedule parses a task schedule as `electd check` does: a 5-field
+// cron expression or a descriptor, that fires at least once in the next
+// five years and at most once a second. Its error is a whole sentence.
+func ParseSchedule(text string) (cron.Schedule, error) {
+	const forms = "The schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, such as \"30 2 * * *\") or a descriptor such as \"@hourly\" or \"@every 10m\""
+	s, err := cronParser().Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v.", forms, err)
+	}
+	if every, ok := everyDelay(text); ok {
+		// cron rounds @every down to whole seconds, and anything under a
+		// second up to one: what is written would not be what runs.
+		if every < time.Second || every%time.Second != 0 {
+			return nil, fmt.Errorf("The @every interval (%s) must be a whole number of seconds, at least 1s: a task runs at most once a second.", every)
+		}
+		return s, nil
+	}
+	// cron searches five years ahead and gives up with a zero time: a date
+	// that does not exist, such as 30 February, never fires.
+	if s.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("The schedule %q never fires: no date in the next five years matches it (a day that the month does not have, such as 30 February or 31 April?).", text)
+	}
+	return s, nil
+}
+
+// everyDelay is the interval of an "@every D" schedule as written.
+func everyDelay(text string) (time.Duration, bool) {
+	f := strings.Fields(text)
+	if len(f) > 0 && (strings.HasPrefix(f[0], "CRON_TZ=") || strings.HasPrefix(f[0], "TZ=")) {
+		f = f[1:]
+	}
+	if len(f) != 2 || f[0] != "@every" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(f[1])
+	if err != nil {
+		return 0, false
+	}
+	return d, true
+}
 
 func (l *loader) decodeTaskBlock(block *hcl.Block) (*Task, hcl.Diagnostics) {
 	content, diags := block.Body.Content(taskSchema)
@@ -333,11 +405,10 @@ func (l *loader) decodeTaskBlock(block *hcl.Block) (*Task, hcl.Diagnostics) {
 	t := &Task{Command: b.commandBlock(block)}
 	if v, a := b.value("schedule", cty.String); v.IsKnown() && !v.IsNull() {
 		t.ScheduleText = v.AsString()
-		s, err := cronParser().Parse(t.ScheduleText)
+		s, err := ParseSchedule(t.ScheduleText)
 		if err != nil {
-			// cron's message quotes the expression; that is the schedule, not a secret.
-			b.add(errorf(a.Expr.Range(), "Invalid schedule",
-				"The schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, such as \"30 2 * * *\") or a descriptor such as \"@hourly\" or \"@every 10m\": %s.", err))
+			// The message quotes the expression; that is the schedule, not a secret.
+			b.add(errorf(a.Expr.Range(), "Invalid schedule", "%s", err))
 		} else {
 			t.Schedule = s
 		}
@@ -385,6 +456,8 @@ func (l *loader) decodeWebhookBlock(block *hcl.Block) (*Webhook, hcl.Diagnostics
 		// The URL is not repeated in the detail: it may carry a token.
 		pu, err := url.Parse(u.AsString())
 		switch {
+		case providers.NotOneLine("url", u.AsString()) != "":
+			b.checkLine("url", ua, u.AsString())
 		case err != nil:
 			diags = append(diags, errorf(ua.Expr.Range(), "Invalid webhook URL", "The url is not a valid URL."))
 		case pu.Scheme != "http" && pu.Scheme != "https":
@@ -395,7 +468,8 @@ func (l *loader) decodeWebhookBlock(block *hcl.Block) (*Webhook, hcl.Diagnostics
 	}
 	w.Body, _, _ = b.eventString("body")
 	w.Headers = b.eventMap("headers")
-	w.Secret = b.str("secret", "")
+	w.Secret = b.line("secret", "")
+	l.secret(w.Secret)
 	w.Timeout, _ = b.duration("timeout", DefaultWebhookTimeout)
 	if n, set := b.integer("max_attempts", DefaultWebhookAttempts); set || n != DefaultWebhookAttempts {
 		if n < 1 {
@@ -427,6 +501,8 @@ func resolveProviders(jobs []*jobDecl, provs []*providerDecl, declared int) hcl.
 		switch {
 		case j.providerExpr == nil && len(provs) == 1:
 			p = provs[0]
+		case len(provs) == 0:
+			// Every provider block was refused, and said why.
 		case j.providerExpr == nil:
 			diags = append(diags, errorf(j.DeclRange, "Missing provider",
 				"This configuration declares %d providers (%s), so the job must say which one it uses, such as provider = %s.", len(provs), strings.Join(refs, ", "), refs[0]))
@@ -444,25 +520,10 @@ func resolveProviders(jobs []*jobDecl, provs []*providerDecl, declared int) hcl.
 			continue
 		}
 		j.Provider = p.Ref()
-		diags = append(diags, checkProviderTTL(j, p)...)
+		j.provider = p
 		j.Fingerprint = fingerprint(j, p)
 	}
 	return diags
-}
-
-// checkProviderTTL applies the ttl limits of the job's provider type. Azure
-// blob leases last 15 to 60 whole seconds: the lease is the term, so a ttl
-// it cannot express would either expire before the leader's safety rule
-// expects or hold off takeover for longer than configured.
-func checkProviderTTL(j *jobDecl, p *providerDecl) hcl.Diagnostics {
-	if p.Type != ProviderAzureBlob || !j.ttlOK {
-		return nil
-	}
-	if j.TTL >= 15*time.Second && j.TTL <= 60*time.Second && j.TTL%time.Second == 0 {
-		return nil
-	}
-	return hcl.Diagnostics{errorf(j.ttlRange, "Invalid ttl for azure_blob",
-		"The ttl (%s) of a job on provider %s must be whole seconds from 15s to 60s: it is the duration of an Azure blob lease, and Azure accepts no other.", j.TTL, p.Ref())}
 }
 
 // fingerprint is a sha256 over the job block's source text, its provider

@@ -11,15 +11,22 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/electd/electd/providers"
 )
 
 // loader holds the state of one Load call: the parsed files (for snippets),
 // the evaluation contexts of each file and the reads of the block being
 // decoded.
 type loader struct {
+	opts   Options
 	parser *hclparse.Parser
 	files  map[string]*hcl.File
 	ctxs   map[string]fileCtx
+	// read counts the bytes of the files read, against maxTotalSize.
+	read int64
+	// secrets are the values of secret attributes outside provider blocks.
+	secrets []string
 	// cur collects the env() and file() reads of the block being decoded;
 	// each file's static context records into it through a pointer.
 	cur reads
@@ -37,12 +44,27 @@ var rootSchema = &hcl.BodySchema{
 	},
 }
 
+// Options say what Load needs beyond the files.
+type Options struct {
+	// Types are the provider types by name: providers/registry.Types().
+	Types map[string]providers.Type
+	// Default is the source of the provider block jobs use when the files
+	// declare none: providers/registry.Default.
+	Default string
+	// NoEnv validates without the environment (`electd check -no-env`):
+	// env(NAME) is an unknown string and env(NAME, DEFAULT) is DEFAULT.
+	NoEnv bool
+	// AllowUnsafeFiles accepts configuration files that a user other than
+	// root or the agent's own could change.
+	AllowUnsafeFiles bool
+}
+
 // Load reads the configuration at paths (files, or directories whose *.hcl
 // and *.hcl.json files are read in name order) and merges it into one
 // Config. The returned Diagnostics is never nil; when it has errors the
 // Config is nil. Load never panics on any input.
-func Load(paths []string) (cfg *Config, diags *Diagnostics) {
-	l := &loader{parser: hclparse.NewParser(), ctxs: map[string]fileCtx{}}
+func Load(paths []string, opts Options) (cfg *Config, diags *Diagnostics) {
+	l := &loader{opts: opts, parser: hclparse.NewParser(), ctxs: map[string]fileCtx{}}
 	diags = &Diagnostics{}
 	defer func() {
 		// A bug in decoding must not take the agent down with a stack
@@ -55,6 +77,8 @@ func Load(paths []string) (cfg *Config, diags *Diagnostics) {
 				Detail:   fmt.Sprintf("electd failed while reading the configuration: %v. Please report this bug.", r),
 			})
 		}
+		// Every diagnostic passes here, whatever found it.
+		diags.finish()
 	}()
 	cfg, d := l.load(paths)
 	l.files = l.parser.Files()
@@ -91,6 +115,9 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	if !l.opts.AllowUnsafeFiles {
+		diags = append(diags, checkFilePerms(paths, names)...)
+	}
 	if len(names) == 0 {
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
@@ -105,13 +132,7 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 			continue // the same file given twice is read once
 		}
 		seen[name] = true
-		var f *hcl.File
-		var d hcl.Diagnostics
-		if strings.HasSuffix(name, ".json") {
-			f, d = l.parser.ParseJSONFile(name)
-		} else {
-			f, d = l.parser.ParseHCLFile(name)
-		}
+		f, d := l.parseFile(name)
 		diags = append(diags, d...)
 		if f != nil {
 			files = append(files, f)
@@ -123,7 +144,7 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 		return nil, diags
 	}
 
-	var agents, providers, jobs []*hcl.Block
+	var agents, provBlocks, jobs []*hcl.Block
 	for _, f := range files {
 		content, d := f.Body.Content(rootSchema)
 		diags = append(diags, d...)
@@ -132,7 +153,7 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 			case "agent":
 				agents = append(agents, b)
 			case "provider":
-				providers = append(providers, b)
+				provBlocks = append(provBlocks, b)
 			case "job":
 				jobs = append(jobs, b)
 			}
@@ -140,18 +161,21 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 	}
 
 	cfg := &Config{}
-	agent, d := l.decodeAgents(agents)
+	agentDecl, d := l.decodeAgents(agents)
 	diags = append(diags, d...)
-	cfg.Agent = agent
+	cfg.Agent = agentDecl.Agent
 
-	provs, d := l.decodeProviders(providers)
+	provs, d := l.decodeProviders(provBlocks)
 	diags = append(diags, d...)
 	decls, d := l.decodeJobs(jobs)
 	diags = append(diags, d...)
-	diags = append(diags, resolveProviders(decls, provs, len(providers))...)
+	diags = append(diags, resolveProviders(decls, provs, len(provBlocks))...)
+	diags = append(diags, checkLimits(agentDecl, decls, provs)...)
 	for _, p := range provs {
 		cfg.Providers = append(cfg.Providers, p.Provider)
+		cfg.Secrets = append(cfg.Secrets, p.secrets...)
 	}
+	cfg.Secrets = append(cfg.Secrets, l.secrets...)
 	for _, j := range decls {
 		cfg.Jobs = append(cfg.Jobs, j.Job)
 	}
@@ -188,11 +212,18 @@ func configFiles(path string) ([]string, error) {
 	return out, nil
 }
 
+// secret remembers the value of a secret attribute.
+func (l *loader) secret(v string) {
+	if v != "" {
+		l.secrets = append(l.secrets, v)
+	}
+}
+
 // contexts returns the evaluation contexts of the file a range is in.
 func (l *loader) contexts(filename string) fileCtx {
 	c, ok := l.ctxs[filename]
 	if !ok {
-		c.static, c.runtime = evalContexts(filename, &l.cur)
+		c.static, c.runtime = evalContexts(filename, &l.cur, l.opts.NoEnv)
 		l.ctxs[filename] = c
 	}
 	return c

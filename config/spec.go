@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/electd/electd/providers"
 )
 
 // This file is the runtime layer: plain values the agent runs from. The agent
@@ -18,6 +20,9 @@ type Config struct {
 	Agent     Agent
 	Providers []Provider // in declaration order
 	Jobs      []Job      // in declaration order
+	// Secrets are the values of every secret attribute, so that they can be
+	// removed from whatever the agent prints.
+	Secrets []string
 }
 
 // Provider returns the provider with the given reference ("sql.main").
@@ -50,63 +55,16 @@ type Agent struct {
 	ShutdownTimeout time.Duration
 }
 
-// Provider is a `provider "TYPE" "NAME"` block. Settings holds the typed
-// settings of that provider type: *SQLSettings, *RedisSettings,
-// *MongoDBSettings, *AzureBlobSettings, *DatastoreSettings or *EtcdSettings.
+// Provider is a `provider "TYPE" "NAME"` block. Settings are typed by the
+// store's package, which decoded and validated them.
 type Provider struct {
 	Type     string
 	Name     string
-	Settings any
+	Settings providers.Settings
 }
 
 // Ref is how jobs name the provider: "TYPE.NAME".
 func (p Provider) Ref() string { return p.Type + "." + p.Name }
-
-// Provider settings, one struct per type. Secret fields are marked; they
-// never appear in logs, diagnostics or the API.
-type SQLSettings struct {
-	Driver string // postgres | mysql | sqlite
-	DSN    string // secret
-	Table  string // a plain identifier; default "electd_leases"
-}
-
-type RedisSettings struct {
-	Addresses []string // 1 = single node, 3+ = Redlock quorum
-	Username  string
-	Password  string // secret
-	DB        int
-	TLS       bool
-	Prefix    string // key prefix; default "electd:"
-}
-
-type MongoDBSettings struct {
-	URI          string // secret
-	Database     string // default "electd"
-	Collection   string // default "leases"
-	WriteConcern string // default "majority"
-}
-
-type AzureBlobSettings struct {
-	ConnectionString string // secret; or AccountURL (+ SASToken or default credentials)
-	AccountURL       string
-	SASToken         string // secret
-	Container        string // default "electd-leases"
-}
-
-type DatastoreSettings struct {
-	ProjectID       string
-	Namespace       string
-	Kind            string // default "ElectdLease"
-	CredentialsFile string
-}
-
-type EtcdSettings struct {
-	Endpoints   []string
-	Prefix      string // default "/electd/"
-	Username    string
-	Password    string // secret
-	DialTimeout time.Duration
-}
 
 // Modes of a job.
 const (
@@ -131,6 +89,9 @@ const (
 	DefaultExecTimeout     = 60 * time.Second
 	DefaultWebhookTimeout  = 10 * time.Second
 	DefaultWebhookAttempts = 5
+	DefaultMaxFailures     = 5
+	DefaultFailureWindow   = time.Minute
+	DefaultHoldOff         = time.Minute
 )
 
 // Job is a `job "NAME"` block.
@@ -182,6 +143,13 @@ type Run struct {
 	StopTimeout time.Duration  // default 5s; then SIGKILL to the process group
 	Restart     string         // RestartAlways | RestartOnFailure (default) | RestartNever
 	RestartWait time.Duration  // pause between restarts; default 1s
+	// A node that cannot do the work gives the job away: when the command
+	// cannot start, or fails MaxFailures times in a row within
+	// FailureWindow, the leader steps down and stays out of the election
+	// for HoldOff, so that another node runs the job.
+	MaxFailures   int           // default 5
+	FailureWindow time.Duration // default 1m
+	HoldOff       time.Duration // default 1m
 }
 
 // Task is a `task` block: a command run on schedule by the leader only.

@@ -6,7 +6,6 @@
 # change so the database rejects writes from a paused, deposed leader.
 
 agent {
-  node_id   = env("HOSTNAME", "billing-node")
   api_token = env("ELECTD_API_TOKEN", "")
 }
 

@@ -6,7 +6,10 @@
 
 agent {
   # Each agent on one machine needs its own port: ELECTD_LISTEN=127.0.0.1:8791 make run
-  listen    = env("ELECTD_LISTEN", "127.0.0.1:8790")
+  listen = env("ELECTD_LISTEN", "127.0.0.1:8790")
+  # and its own node_id, named after the port here ("quickstart-8791"). On
+  # real machines leave node_id out: it defaults to the host name.
+  node_id   = "quickstart-${split(":", env("ELECTD_LISTEN", "127.0.0.1:8790"))[1]}"
   log_level = "info"
 }
 

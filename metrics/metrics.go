@@ -23,6 +23,7 @@ type Metrics struct {
 	LeaseOp     *prometheus.HistogramVec
 	LeaseErrors *prometheus.CounterVec // provider, op
 	ActionRuns  *prometheus.CounterVec // job, event, kind, result
+	GivenAway   *prometheus.CounterVec // job, reason
 }
 
 func New(version, commit string) *Metrics {
@@ -46,12 +47,16 @@ func New(version, commit string) *Metrics {
 		ActionRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "electd_action_runs_total", Help: "Hook actions, run commands and tasks run, by outcome.",
 		}, []string{"job", "event", "kind", "result"}),
+		GivenAway: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "electd_job_given_away_total",
+			Help: "Times this node gave a job away because it could not do the work: its run command could not start (cannot_start) or failed max_failures times in a row (failing).",
+		}, []string{"job", "reason"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "electd_build_info", Help: "Build of this agent; always 1.",
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.IsLeader, m.Transitions, m.LeaseOp, m.LeaseErrors, m.ActionRuns, build,
+	m.reg.MustRegister(m.IsLeader, m.Transitions, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

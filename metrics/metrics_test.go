@@ -14,14 +14,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 func sqlite(t *testing.T, dsn string) providers.Provider {
 	t.Helper()
-	p, err := sqlprovider.New(context.Background(), config.SQLSettings{Driver: "sqlite", DSN: dsn}, hclog.NewNullLogger())
+	p, err := sqlprovider.New(context.Background(), sqlprovider.Settings{Driver: "sqlite", DSN: dsn}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestInstrumentKeepsWatcher(t *testing.T) {
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
-	pg, err := sqlprovider.New(context.Background(), config.SQLSettings{Driver: "postgres", DSN: dsn, Table: "electd_metrics_test"}, hclog.NewNullLogger())
+	pg, err := sqlprovider.New(context.Background(), sqlprovider.Settings{Driver: "postgres", DSN: dsn, Table: "electd_metrics_test"}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

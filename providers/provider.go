@@ -127,18 +127,3 @@ func As[T any](p Provider) (T, bool) {
 	var zero T
 	return zero, false
 }
-
-// CheckLease checks the arguments every store needs: a key and a holder of 1
-// to maxLen bytes, and a ttl of at least a millisecond. Stores add their own
-// rules on top.
-func CheckLease(key, holder string, ttl time.Duration, maxLen int) error {
-	switch {
-	case key == "" || len(key) > maxLen:
-		return fmt.Errorf("key must be 1 to %d bytes", maxLen)
-	case holder == "" || len(holder) > maxLen:
-		return fmt.Errorf("holder must be 1 to %d bytes", maxLen)
-	case ttl < time.Millisecond:
-		return fmt.Errorf("ttl %s is shorter than 1ms", ttl)
-	}
-	return nil
-}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -73,5 +74,67 @@ job "stubborn" {
 	}
 	if alive(pid) {
 		t.Errorf("child %d survived the second signal", pid)
+	}
+}
+
+// The agent outlives its outputs: with stdout and stderr on a pipe whose
+// reader has gone (`electd run | tee log` and Ctrl-C), a SIGTERM still stops
+// the child, releases the lease and exits 0 instead of dying of SIGPIPE.
+func TestClosedOutputDoesNotKillTheAgent(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "leases.db")
+	cfg := filepath.Join(dir, "electd.hcl")
+	src := fmt.Sprintf(`
+agent {
+  node_id = "node-1"
+  listen  = ""
+}
+provider "sql" "s" {
+  driver = "sqlite"
+  dsn    = %q
+}
+job "piped" {
+  ttl         = "30s"
+  renew_every = "5s"
+  run {
+    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %s/child.pid; while :; do echo working; sleep 0.05; done"]
+    stop_timeout = "5s"
+  }
+}
+`, db, dir)
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "-config", cfg)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
+	r.Close() // the reader goes away; every later write gets EPIPE
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the agent exited with %v, want 0 (SIGPIPE is exit status 141 / signal: broken pipe)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent did not exit within 20s of SIGTERM")
+	}
+	if alive(pid) {
+		t.Errorf("child %d survived the stop", pid)
+	}
+	out, _, code := cli(t, nil, "leases", "-json", "-config", cfg)
+	if code != 0 || !strings.Contains(out, `"holder": ""`) {
+		t.Errorf("the lease was not released: exit %d\n%s", code, out)
 	}
 }

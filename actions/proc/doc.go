@@ -2,10 +2,30 @@
 // process group and stops them as a group: stop signal, grace, then SIGKILL
 // (consul #2022: a `sh -c` grandchild must not survive its parent).
 //
-// When the agent itself dies (kill -9, OOM kill) nothing in the agent can
-// act, so each command is started under a small supervisor: the electd
-// binary re-executed in shim mode (see MaybeShim). The shim leads the
-// process group and asks the kernel for SIGTERM when its parent dies
-// (PR_SET_PDEATHSIG); on that signal it kills the whole group. A crashed
-// agent therefore never leaves work running beside the next leader.
+// Each command runs under a small supervisor, the shim: the electd binary
+// re-executed in shim mode (see MaybeShim), which leads the process group,
+// is a child subreaper (PR_SET_CHILD_SUBREAPER) and gets SIGTERM when the
+// agent dies (PR_SET_PDEATHSIG). With the shim, which electd always uses:
+//
+//   - Start returns once the command runs in the group, so a stop sent at
+//     once reaches it; a command that cannot start (missing program or Dir,
+//     no x bit) is an error from Start that wraps ErrCannotStart.
+//   - Every descendant of the command dies when it is stopped, when it exits
+//     and when the agent dies (even by kill -9), including those that left
+//     the group by setsid, setpgid or a double fork: orphans are re-parented
+//     to the shim, not to init, so the shim and the agent find them all
+//     through /proc. The stop signal reaches them too (the shim passes it
+//     on), then SIGKILL after the grace. Done means they are all gone.
+//
+// Linux lets no process leave the subreaper's tree of its own accord. What
+// another service starts at the command's request (systemd-run, at, a D-Bus
+// activated service) is that service's child, in its cgroup: out of electd's
+// reach. The shim itself must not be SIGKILLed alone (kill -9 of its pid,
+// the OOM killer): what left its group is then re-parented to init. Under
+// systemd, KillMode (control-group, the default, or mixed, as the shipped
+// unit has) SIGKILLs whatever is still in electd's own cgroup when the
+// service stops, whoever its parent.
+//
+// Without a shim (Spec.Shim empty) only the group is stopped, and only the
+// command gets SIGKILL when the agent dies.
 package proc

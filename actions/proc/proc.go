@@ -1,14 +1,12 @@
 package proc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,48 +24,129 @@ type Spec struct {
 	// Shim is the path of an executable that calls MaybeShim first thing
 	// (the electd binary; a test binary whose TestMain does). Empty starts
 	// the command directly: it then gets SIGKILL when the agent dies, but
-	// its own children do not.
+	// its own children do not, and those that leave its group outlive it.
 	Shim string
 }
+
+// ErrCannotStart is wrapped by every error from Start, together with its
+// cause, so that errors.Is tells "cannot run here" from the rest:
+// os.ErrNotExist for a missing program or Dir, exec.ErrNotFound for a name
+// not found in PATH, os.ErrPermission for a file without the x bit or a
+// directory as the program.
+var ErrCannotStart = errors.New("proc: cannot start")
+
+// shimReportTimeout bounds how long Start waits for the shim to say whether
+// the command started: a shim that hangs must not hang the agent.
+const shimReportTimeout = 10 * time.Second
 
 // Process is a started command and its process group.
 type Process struct {
 	cmd  *exec.Cmd
 	pgid int
+	shim bool
 	done chan struct{}
+
+	// sigMu keeps the group leader from being reaped while a signal is on
+	// its way: until then its pid, which is also the group's id, cannot be
+	// reused by another process.
+	sigMu  sync.Mutex
+	reaped bool
 
 	mu       sync.Mutex
 	signaled bool
 	err      error // from Wait
 }
 
-// Start starts spec in a new process group.
+// Start starts spec in a new process group. With a shim it returns once the
+// shim has started the command, so a signal sent to the group at once
+// reaches the command; if the command cannot start, it returns why.
 func Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
-		return nil, errors.New("proc: empty command")
+		return nil, fmt.Errorf("%w: empty command", ErrCannotStart)
+	}
+	name := spec.Argv[0]
+	if err := checkDir(spec.Dir); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
 	}
 	var cmd *exec.Cmd
+	var report, reportW *os.File
 	env := append(os.Environ(), spec.Env...)
 	if spec.Shim != "" {
-		// The shim finds the command by PATH itself, as exec.Command would.
+		var err error
+		if report, reportW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+		}
+		defer report.Close()
+		// The shim finds the command by PATH itself, as exec.Command would,
+		// and starts it in spec.Dir.
 		cmd = exec.Command(spec.Shim, spec.Argv...)
-		cmd.Env = append(env, envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()))
+		cmd.Env = append(env, envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()), envShimDir+"="+spec.Dir)
+		cmd.ExtraFiles = []*os.File{reportW} // fd 3 in the shim
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	} else {
-		cmd = exec.Command(spec.Argv[0], spec.Argv[1:]...)
-		cmd.Env = env
+		cmd = exec.Command(name, spec.Argv[1:]...)
+		cmd.Env, cmd.Dir = env, spec.Dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	}
-	cmd.Dir = spec.Dir
 	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
 	// A grandchild that keeps the output pipe open must not hold up Wait.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("proc: start %q: %w", spec.Argv[0], err)
+	err := cmd.Start()
+	if reportW != nil {
+		reportW.Close() // the shim holds the only write end: EOF when it is done
 	}
-	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
+	if err != nil {
+		if spec.Shim != "" {
+			err = fmt.Errorf("shim %s: %w", spec.Shim, err)
+		}
+		return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+	}
+	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, shim: spec.Shim != "", done: make(chan struct{})}
 	go p.wait()
+	if report != nil {
+		if err := readReport(report); err != nil {
+			p.Kill()
+			return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+		}
+	}
 	return p, nil
+}
+
+// checkDir makes a missing or wrong Dir an error that names it: exec's own
+// check is skipped when SysProcAttr is set, and the child's failed chdir then
+// reads as if the program were missing.
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &os.PathError{Op: "chdir", Path: dir, Err: err}
+	case !fi.IsDir():
+		return &os.PathError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR}
+	}
+	return nil
+}
+
+// readReport waits for the shim's one report: nil once the command runs in
+// the group, or why it could not start.
+func readReport(r *os.File) error {
+	r.SetReadDeadline(time.Now().Add(shimReportTimeout))
+	b, err := io.ReadAll(r)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("the shim did not report within %s", shimReportTimeout)
+	case err != nil:
+		return fmt.Errorf("read the shim's report: %w", err)
+	case len(b) == 0:
+		return errors.New("the shim exited before starting the command")
+	}
+	return decodeReport(string(b))
 }
 
 // wait waits for the group leader to exit without reaping it, so its pid
@@ -85,6 +164,9 @@ func (p *Process) wait() {
 	// SIGKILL is delivered asynchronously: Done means the group is gone,
 	// not merely signalled.
 	waitGroupGone(p.pgid, 5*time.Second)
+	p.sigMu.Lock()
+	p.reaped = true
+	p.sigMu.Unlock()
 	err := p.cmd.Wait()
 	p.mu.Lock()
 	p.err = err
@@ -104,16 +186,8 @@ func waitGroupGone(pgid int, within time.Duration) {
 // groupAlive reports whether a process of group pgid, other than its
 // leader, is still running (zombies do no work and do not count).
 func groupAlive(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		if running, pgrp := stat(pid); running && pgrp == pgid {
+	for _, st := range scan() {
+		if st.running && st.pgrp == pgid && st.pid != pgid {
 			return true
 		}
 	}
@@ -123,34 +197,15 @@ func groupAlive(pgid int) bool {
 // Alive reports whether process pid is running: it exists and is not a
 // zombie (dead, not yet reaped by whoever inherited it).
 func Alive(pid int) bool {
-	running, _ := stat(pid)
-	return running
-}
-
-// stat reads /proc/PID/stat: whether the process runs (exists, not a
-// zombie) and its process group.
-func stat(pid int) (running bool, pgrp int) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false, 0
-	}
-	// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return false, 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-		return false, 0
-	}
-	pgrp, _ = strconv.Atoi(f[2])
-	return true, pgrp
+	st, ok := readStat(pid)
+	return ok && st.running
 }
 
 // Pid is the process id of the group leader (the shim, or the command).
 func (p *Process) Pid() int { return p.pgid }
 
-// Done is closed once the command has exited and its group is gone.
+// Done is closed once the command has exited and its group is gone; under
+// the shim, everything the command started is gone too.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Err is the command's exit status: nil for exit 0, an *exec.ExitError
@@ -187,15 +242,22 @@ func ExitCode(err error) int {
 }
 
 // Signal sends sig to the whole process group (no-op once it has exited).
+// The shim passes it on to the processes that left the group.
 func (p *Process) Signal(sig syscall.Signal) {
-	select {
-	case <-p.done:
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.reaped {
 		return
-	default:
 	}
 	p.mu.Lock()
 	p.signaled = true
 	p.mu.Unlock()
+	if sig == syscall.SIGKILL && p.shim {
+		// The shim cannot catch SIGKILL, and killed first it would hand the
+		// processes that left its group to init. It is their subreaper: while
+		// it lives, they are all found below it.
+		killTree(p.pgid, time.Second)
+	}
 	syscall.Kill(-p.pgid, sig)
 }
 
@@ -208,7 +270,8 @@ func (p *Process) Signaled() bool {
 }
 
 // Stop sends sig to the group, waits up to grace, then SIGKILLs the group,
-// and returns once the command is gone. It reports whether SIGKILL was needed.
+// and returns once the command is gone (Done). It reports whether SIGKILL was
+// needed.
 func (p *Process) Stop(sig syscall.Signal, grace time.Duration) (killed bool) {
 	p.Signal(sig)
 	t := time.NewTimer(grace)
@@ -222,7 +285,8 @@ func (p *Process) Stop(sig syscall.Signal, grace time.Duration) (killed bool) {
 	return true
 }
 
-// Kill SIGKILLs the group and waits until the command is gone.
+// Kill SIGKILLs the group (under the shim, everything the command started)
+// and waits until the command is gone.
 func (p *Process) Kill() {
 	p.Signal(syscall.SIGKILL)
 	<-p.done

@@ -2,6 +2,8 @@ package proc
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,29 +14,50 @@ import (
 	"time"
 )
 
-// The test binary doubles as the shim, and as a stand-in agent that the
-// tests kill -9 (ELECTD_PROC_TEST_AGENT names a pid file to write into).
+// The test binary doubles as the shim; as a stand-in agent that the tests
+// kill -9 (ELECTD_PROC_TEST_AGENT names a pid file, ELECTD_PROC_TEST_SCRIPT
+// the command); and as a command that leaves its process group
+// (ELECTD_PROC_TEST_SETPGID=1: setpgid(0, 0), then exec its arguments).
 func TestMain(m *testing.M) {
 	MaybeShim()
+	if os.Getenv("ELECTD_PROC_TEST_SETPGID") == "1" {
+		os.Exit(setpgidExec(os.Args[1:]))
+	}
 	if f := os.Getenv("ELECTD_PROC_TEST_AGENT"); f != "" {
-		os.Exit(fakeAgent(f))
+		os.Exit(fakeAgent(f, os.Getenv("ELECTD_PROC_TEST_SCRIPT")))
 	}
 	os.Exit(m.Run())
 }
 
-// fakeAgent starts a command whose grandchild writes its pid to pidFile,
-// then waits to be killed.
-func fakeAgent(pidFile string) int {
+// fakeAgent starts `sh -c script pidFile self` under the shim, then waits
+// to be killed. The default script's grandchild writes its pid to pidFile.
+func fakeAgent(pidFile, script string) int {
+	// The command runs this binary again (setpgid): not as an agent.
+	os.Unsetenv("ELECTD_PROC_TEST_AGENT")
+	os.Unsetenv("ELECTD_PROC_TEST_SCRIPT")
 	self, _ := os.Executable()
-	_, err := Start(Spec{
-		Argv: []string{"sh", "-c", `sleep 600 & echo $! > "$0"; wait`, pidFile},
-		Shim: self,
-	})
+	if script == "" {
+		script = `sleep 600 & echo $! > "$0"; wait`
+	}
+	_, err := Start(Spec{Argv: []string{"sh", "-c", script, pidFile, self}, Shim: self})
 	if err != nil {
 		return 1
 	}
 	time.Sleep(10 * time.Minute)
 	return 0
+}
+
+func setpgidExec(argv []string) int {
+	os.Unsetenv("ELECTD_PROC_TEST_SETPGID")
+	path, err := exec.LookPath(argv[0])
+	if err == nil {
+		err = syscall.Setpgid(0, 0)
+	}
+	if err == nil {
+		err = syscall.Exec(path, argv, os.Environ())
+	}
+	fmt.Fprintln(os.Stderr, err)
+	return 1
 }
 
 func self(t *testing.T) string {
@@ -102,17 +125,48 @@ func TestExitCodesAndOutput(t *testing.T) {
 	}
 }
 
-func TestNotFound(t *testing.T) {
-	if _, err := Start(Spec{Argv: []string{"/nonexistent/electd-test"}}); err == nil {
-		t.Error("direct start of a missing program succeeded")
-	}
-	p, err := Start(Spec{Argv: []string{"/nonexistent/electd-test"}, Shim: self(t)})
-	if err != nil {
+// A command that cannot start is an error from Start, with a cause that
+// errors.Is can test, never a process that exits 127: the agent must tell
+// "cannot run here" from "ran and failed".
+func TestCannotStart(t *testing.T) {
+	dir := t.TempDir()
+	noExec := filepath.Join(dir, "no-x-bit")
+	if err := os.WriteFile(noExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done()
-	if p.ExitCode() != 127 {
-		t.Errorf("shim exit code for a missing program: %d, want 127", p.ExitCode())
+	for _, shim := range []string{"", self(t)} {
+		for _, tc := range []struct {
+			name  string
+			spec  Spec
+			cause error
+		}{
+			{"missing file", Spec{Argv: []string{"/nonexistent/electd-test"}}, os.ErrNotExist},
+			{"not in PATH", Spec{Argv: []string{"electd-test-no-such-program"}}, exec.ErrNotFound},
+			{"no x bit", Spec{Argv: []string{noExec}}, os.ErrPermission},
+			{"a directory", Spec{Argv: []string{dir}}, os.ErrPermission},
+			{"missing dir", Spec{Argv: []string{"true"}, Dir: "/nonexistent/electd-test-dir"}, os.ErrNotExist},
+			{"dir is a file", Spec{Argv: []string{"true"}, Dir: noExec}, syscall.ENOTDIR},
+		} {
+			t.Run(tc.name+map[bool]string{true: "/shim", false: "/direct"}[shim != ""], func(t *testing.T) {
+				spec := tc.spec
+				spec.Shim = shim
+				p, err := Start(spec)
+				if err == nil {
+					<-p.Done()
+					t.Fatalf("Start succeeded; the command exited %d", p.ExitCode())
+				}
+				if p != nil {
+					t.Error("Start returned a process with its error")
+				}
+				if !errors.Is(err, ErrCannotStart) || !errors.Is(err, tc.cause) {
+					t.Errorf("error %q: want one that wraps ErrCannotStart and %v", err, tc.cause)
+				}
+				if !strings.Contains(err.Error(), spec.Argv[0]) || !strings.Contains(err.Error(), spec.Dir) {
+					t.Errorf("error %q does not name the program (and the dir)", err)
+				}
+				t.Log(err)
+			})
+		}
 	}
 }
 

@@ -7,14 +7,34 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The environment that tells an electd binary to act as the shim.
 const (
 	envShim       = "ELECTD_SHIM"
 	envShimParent = "ELECTD_SHIM_PARENT"
+	envShimDir    = "ELECTD_SHIM_DIR"
 )
+
+// reportFd is where the shim tells Start whether the command started.
+const reportFd = 3
+
+// forwarded are the signals the shim catches and passes on to the processes
+// that left its group: every stop_signal but the uncatchable KILL and STOP,
+// CHLD (its own children send it) and URG (the Go runtime uses it).
+// Caught, none of them ends or stops the shim.
+var forwarded = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP,
+	syscall.SIGABRT, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGUSR1, syscall.SIGSEGV,
+	syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGCONT,
+	syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ,
+	syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGIO, syscall.SIGSYS,
+}
 
 // MaybeShim must be the first thing main (and the TestMain of a test binary
 // given as Spec.Shim) calls. In an ordinary run it returns at once. When
@@ -27,46 +47,169 @@ func MaybeShim() {
 	os.Exit(shim(os.Args[1:]))
 }
 
-// shim runs argv as a child in its own process group (the shim leads it),
-// passing signals through by group membership: a group signal from the
-// agent reaches the command directly. SIGTERM also arrives when the agent
-// dies (the parent-death signal); then the shim kills the whole group.
+// shim runs argv as a child in its own process group (the shim leads it)
+// and sees that nothing the command starts outlives it:
+//   - it is a child subreaper, so the command's orphans, even those that
+//     left the group (setsid, setpgid), are re-parented to it, not to init;
+//   - a signal from the agent reaches the group directly; the shim passes it
+//     on to its descendants outside the group;
+//   - when the command exits, the shim kills every descendant left, and
+//     exits only once they are gone;
+//   - when the agent dies, the parent-death signal (SIGTERM) arrives and the
+//     shim kills every descendant, then the group and itself.
 func shim(argv []string) int {
+	// Close-on-exec at once: the command must not hold the report pipe open,
+	// or Start would wait for its EOF.
+	syscall.CloseOnExec(reportFd)
+	report := os.NewFile(reportFd, "electd-shim-report")
 	parent, _ := strconv.Atoi(os.Getenv(envShimParent))
-	os.Unsetenv(envShim)
-	os.Unsetenv(envShimParent)
+	dir := os.Getenv(envShimDir)
+	for _, k := range []string{envShim, envShimParent, envShimDir} {
+		os.Unsetenv(k)
+	}
 
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2)
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
 	orphaned := func() bool { return os.Getppid() != parent }
 	if orphaned() { // the agent died before the signal handler was in place
 		return 1
 	}
-	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "electd shim: no command")
+	cmd, err := startCommand(argv, dir)
+	if err != nil {
+		fmt.Fprint(report, encodeReport(err))
 		return 127
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "electd: cannot start %q: %v\n", argv[0], err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127
+	self, group := os.Getpid(), syscall.Getpgrp()
+	// onSignal handles a signal from the agent. The command and everything
+	// still in the group got it too, unless it came before the command
+	// existed.
+	onSignal := func(sig os.Signal, commandGotIt bool) {
+		if orphaned() {
+			// The agent died (this is its parent-death signal): nobody is left
+			// to stop the work, so end it all, the shim last.
+			killTree(self, 5*time.Second)
+			syscall.Kill(0, syscall.SIGKILL)
+			return
 		}
-		return 126
+		if !commandGotIt {
+			cmd.Process.Signal(sig)
+		}
+		for _, st := range descendants(self) {
+			if st.pgrp != group {
+				syscall.Kill(st.pid, sig.(syscall.Signal))
+			}
+		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	exited, reaped := make(chan int, 1), make(chan struct{})
+	go reap(cmd.Process.Pid, exited, reaped)
+	// Start did not return yet, so these did not come from a stop: forward
+	// them anyway (one that came in while the command was being forked may
+	// reach it twice).
+	for pending := true; pending; {
+		select {
+		case sig := <-sigs:
+			onSignal(sig, false)
+		default:
+			pending = false
+		}
+	}
+	fmt.Fprint(report, encodeReport(nil))
+	report.Close()
+
 	for {
 		select {
-		case <-sigs:
-			if orphaned() {
-				syscall.Kill(0, syscall.SIGKILL) // the whole group, the shim with it
+		case sig := <-sigs:
+			onSignal(sig, true)
+		case code := <-exited:
+			// What the command left behind goes with it: Done means that
+			// everything it started is gone.
+			killTree(self, 5*time.Second)
+			select {
+			case <-reaped:
+			case <-time.After(5 * time.Second):
 			}
-			// Otherwise the agent signalled the group: the command got it too.
-		case err := <-done:
-			return ExitCode(err)
+			return code
 		}
 	}
 }
+
+// startCommand starts argv in dir as the shim's child, in the shim's group.
+func startCommand(argv []string, dir string) (*exec.Cmd, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command")
+	}
+	// Orphans among the command's descendants are re-parented to the shim
+	// rather than to init, so the shim can find them all and kill them.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("become a child subreaper: %w", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	return cmd, cmd.Start()
+}
+
+// reap reaps every child of the shim, the command and the orphans
+// re-parented to it, and sends the command's exit code (128+N for signal
+// N) to exited. It returns, closing reaped, when the shim has no child left.
+func reap(command int, exited chan<- int, reaped chan<- struct{}) {
+	defer close(reaped)
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
+			return // ECHILD
+		case pid == command && ws.Signaled():
+			exited <- 128 + int(ws.Signal())
+		case pid == command:
+			exited <- ws.ExitStatus()
+		}
+	}
+}
+
+// The shim's report is "ok", or why the command could not start:
+// "<cause> <message>", the cause being one that errors.Is can test once
+// Start has decoded it.
+func encodeReport(err error) string {
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, exec.ErrNotFound):
+		return "notfound " + err.Error()
+	case errors.Is(err, exec.ErrDot):
+		return "dot " + err.Error()
+	case errors.As(err, &errno):
+		return "errno:" + strconv.Itoa(int(errno)) + " " + err.Error()
+	}
+	return "other " + err.Error()
+}
+
+func decodeReport(s string) error {
+	if s == "ok" {
+		return nil
+	}
+	kind, msg, _ := strings.Cut(s, " ")
+	e := &reportedError{msg: msg}
+	switch {
+	case kind == "notfound":
+		e.cause = exec.ErrNotFound
+	case kind == "dot":
+		e.cause = exec.ErrDot
+	case strings.HasPrefix(kind, "errno:"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(kind, "errno:"))
+		e.cause = syscall.Errno(n)
+	}
+	return e
+}
+
+// reportedError is why the shim could not start the command, as it said.
+type reportedError struct {
+	msg   string
+	cause error // nil when the shim's error had none errors.Is knows
+}
+
+func (e *reportedError) Error() string { return e.msg }
+func (e *reportedError) Unwrap() error { return e.cause }

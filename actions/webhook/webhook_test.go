@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers/registry"
 )
 
 // webhookFrom loads a one-job configuration whose on_leader_change holds the
@@ -36,7 +37,7 @@ func webhookFrom(t *testing.T, body string) *config.Webhook {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load([]string{path})
+	cfg, diags := config.Load([]string{path}, config.Options{Types: registry.Types(), Default: registry.Default})
 	if diags.HasErrors() {
 		var b bytes.Buffer
 		diags.WriteText(&b)

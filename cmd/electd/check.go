@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -11,23 +10,24 @@ import (
 // cmdCheck is `electd check`: parse and validate the configuration, print
 // every problem with its source line, exit 1 on errors (warnings pass).
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: electd check [-config PATH]... [-json] [PATH...]")
-		fs.PrintDefaults()
-	}
+	fs := newCommand("check", "[PATH...]", 0, -1,
+		"Parse and validate the configuration at each PATH and -config, print every problem with its source line, and exit 1 on errors (warnings pass).")
 	var paths stringList
-	fs.Var(&paths, "config", "configuration file or directory (repeatable; default /etc/electd)")
-	asJSON := fs.Bool("json", false, "print the result as JSON on stdout, in the shape of `terraform validate -json`")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
+	asJSON := fs.Bool("json", false, "print the result as JSON on stdout, in the shape of terraform validate -json")
+	noEnv := fs.Bool("no-env", false, "validate without the environment (for CI): env(NAME) without a default is an unknown string, env(NAME, DEFAULT) is DEFAULT")
+	unsafeConfig := fs.Bool("allow-unsafe-config", false, "accept configuration files that are world-writable or owned by another user, as run -allow-unsafe-config does")
+	pos, exit, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	paths = append(paths, fs.Args()...)
+	paths = append(paths, pos...)
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}
-	cfg, diags := config.Load(paths)
+	opts := loadOptions()
+	opts.NoEnv, opts.AllowUnsafeFiles = *noEnv, *unsafeConfig
+	cfg, diags := config.Load(paths, opts)
 	if *asJSON {
 		if err := diags.WriteJSON(stdout); err != nil {
 			fmt.Fprintln(stderr, "electd check:", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+
+	"github.com/electd/electd/config"
 )
 
 // cmdFmt is `electd fmt`: rewrite *.hcl files in canonical format, like
@@ -25,19 +26,15 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 }
 
 func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fmt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: electd fmt [-check] [-diff] [-write=true] [PATH...]   (\"-\" reads stdin, writes stdout)")
-		fs.PrintDefaults()
-	}
+	fs := newCommand("fmt", "[PATH...]", 0, -1,
+		"Rewrite the *.hcl files at each PATH (a file or a directory; default the current directory; \"-\" reads stdin and writes stdout) in canonical format, and list the files it changed.")
 	check := fs.Bool("check", false, "write nothing; list the files that are not formatted and exit 1 if any")
 	diff := fs.Bool("diff", false, "print the changes as a unified diff")
-	write := fs.Bool("write", true, "write the result back to the file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	write := fs.Bool("write", true, "write the result back to the file (-write=false only lists the files)")
+	paths, exit, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	paths := fs.Args()
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
@@ -95,6 +92,10 @@ func hclFiles(path string) ([]string, error) {
 
 // format parses src first and formats it only when it parses.
 func (f *formatter) format(name string, src []byte) ([]byte, bool) {
+	if diags := config.CheckSource(name, src); diags.HasErrors() {
+		f.report(diags)
+		return nil, false
+	}
 	file, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if diags.HasErrors() {
 		files := map[string]*hcl.File{name: file}
@@ -108,8 +109,19 @@ func (f *formatter) format(name string, src []byte) ([]byte, bool) {
 	return hclwrite.Format(src), true
 }
 
+// report prints diagnostics that come without a parsed file.
+func (f *formatter) report(diags hcl.Diagnostics) {
+	for _, d := range diags {
+		fmt.Fprintf(f.stderr, "electd fmt: %s: %s\n", d.Summary, d.Detail)
+	}
+	f.failed = true
+}
+
 func (f *formatter) stdin(r io.Reader) {
-	src, err := io.ReadAll(r)
+	src, err := io.ReadAll(io.LimitReader(r, config.MaxFileSize+1))
+	if err == nil && len(src) > config.MaxFileSize {
+		err = fmt.Errorf("more than %d MiB", config.MaxFileSize>>20)
+	}
 	if err != nil {
 		fmt.Fprintln(f.stderr, "electd fmt: reading stdin:", err)
 		f.failed = true
@@ -132,10 +144,9 @@ func (f *formatter) stdin(r io.Reader) {
 }
 
 func (f *formatter) file(name string) {
-	src, err := os.ReadFile(name)
-	if err != nil {
-		fmt.Fprintln(f.stderr, "electd fmt:", err)
-		f.failed = true
+	src, diags := config.ReadSource(name)
+	if src == nil {
+		f.report(diags)
 		return
 	}
 	out, ok := f.format(name, src)

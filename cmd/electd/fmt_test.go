@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func copyFile(t *testing.T, from, dir string) string {
@@ -125,5 +127,37 @@ func TestUnifiedDiff(t *testing.T) {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
 			}
 		})
+	}
+}
+
+// fmt reads with check's guards: a FIFO, a device or a file nested deep
+// enough to overflow hcl's parser gets one line and exit 1, not a hang or
+// a crash.
+func TestFmtHostileInput(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "x.hcl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(dir, "deep.hcl")
+	if err := os.WriteFile(deep, []byte("a = "+strings.Repeat("[", 100000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"fmt", "-check", fifo}, {"fmt", "-check", "/dev/zero"}, {"fmt", "-check", deep}} {
+		done := make(chan int, 1)
+		var stdout, stderr bytes.Buffer
+		go func() { done <- run(args, &stdout, &stderr) }()
+		select {
+		case code := <-done:
+			if code != 1 || stderr.Len() == 0 || stderr.Len() > 2000 {
+				t.Errorf("electd %v: exit %d, %d bytes on stderr:\n%s", args, code, stderr.Len(), stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("electd %v did not return within 10s", args)
+		}
+	}
+	code, _, errOut := fmtRun(t, "a = "+strings.Repeat("{", 100000), "-")
+	if code != 1 || !strings.Contains(errOut, "Nesting") && !strings.Contains(errOut, "deep") {
+		t.Errorf("fmt - of deep nesting: exit %d\n%s", code, errOut)
 	}
 }

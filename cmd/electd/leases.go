@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/agent"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
@@ -18,20 +18,24 @@ import (
 // cmdLeases is `electd leases`: ask the providers directly who holds each
 // job. It needs no running agent, only the configuration and the stores.
 func cmdLeases(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("leases", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommand("leases", "[PATH...]", 0, -1,
+		"Ask the lease stores of the configuration at each PATH and -config who holds each job; no agent needs to run.")
 	var paths stringList
-	fs.Var(&paths, "config", "configuration file or directory (repeatable; default /etc/electd)")
+	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
 	asJSON := fs.Bool("json", false, "print the leases as JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the stores")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the stores, in all")
+	unsafeConfig := fs.Bool("allow-unsafe-config", false, "read configuration files that are world-writable or owned by another user")
+	pos, exit, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	paths = append(paths, fs.Args()...)
+	paths = append(paths, pos...)
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}
-	cfg, diags := config.Load(paths)
+	opts := loadOptions()
+	opts.AllowUnsafeFiles = *unsafeConfig
+	cfg, diags := config.Load(paths, opts)
 	if diags.HasErrors() {
 		diags.WriteText(stderr)
 		return 1
@@ -42,7 +46,8 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 	type row struct {
 		Job      string     `json:"job"`
 		Provider string     `json:"provider"`
-		Holder   string     `json:"holder"`
+		Holder   string     `json:"holder"`            // the node_id
+		Process  string     `json:"process,omitempty"` // the holding agent process's incarnation
 		Token    uint64     `json:"token"`
 		Expires  *time.Time `json:"expires"`
 		Error    string     `json:"error,omitempty"`
@@ -61,7 +66,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		if !ok {
 			spec, _ := cfg.Provider(job.Provider)
 			var err error
-			if p, err = openProvider(ctx, spec, hclog.NewNullLogger()); err != nil {
+			if p, err = spec.Settings.Open(ctx, hclog.NewNullLogger()); err != nil {
 				r.Error = err.Error()
 				rows, failed = append(rows, r), true
 				continue
@@ -72,7 +77,8 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			r.Error, failed = err.Error(), true
 		} else {
-			r.Holder, r.Token = l.Holder, l.Token
+			r.Holder, r.Process = agent.SplitHolder(l.Holder)
+			r.Token = l.Token
 			if l.Holder != "" && !l.Expires.IsZero() {
 				e := l.Expires
 				r.Expires = &e

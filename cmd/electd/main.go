@@ -16,7 +16,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `Usage: electd <command> [flags]
+const usage = `Usage: electd <command> [flags] [arguments]
 
 Commands:
   run        run the agent (one election loop per job)
@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "-v", "-version", "--version":
-		return cmdVersion(nil, stdout, stderr)
+		return cmdVersion(args[1:], stdout, stderr) // extra arguments are refused as for `version`
 	}
 	cmd, ok := subcommands[args[0]]
 	if !ok {

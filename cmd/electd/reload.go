@@ -30,7 +30,7 @@ type reloader struct {
 	last *api.ReloadStatus
 }
 
-func (r *reloader) reload(ctx context.Context) api.ReloadStatus {
+func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sdNotify(r.log, reloadingState())
@@ -43,12 +43,16 @@ func (r *reloader) reload(ctx context.Context) api.ReloadStatus {
 		r.log.Error("reload rejected: the running configuration stays", "error", err)
 		return st
 	}
-	if !r.allowPerm {
-		if err := checkConfigPerms(r.paths); err != nil {
-			return fail(err.Error())
+	// Whatever goes wrong in reading the new configuration, the agent and
+	// the configuration it runs stay.
+	defer func() {
+		if p := recover(); p != nil {
+			result = fail(fmt.Sprintf("internal error while reloading: %v", p))
 		}
-	}
-	cfg, diags := config.Load(r.paths)
+	}()
+	opts := loadOptions()
+	opts.AllowUnsafeFiles = r.allowPerm
+	cfg, diags := config.Load(r.paths, opts)
 	if diags.HasErrors() {
 		return fail(diagSummary(diags))
 	}

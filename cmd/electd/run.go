@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -30,25 +29,28 @@ import (
 // job until SIGTERM or SIGINT, then stop children, release leases and exit 0.
 // A second signal kills the children and exits at once.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCommand("run", "[PATH...]", 0, -1,
+		"Run the agent on the configuration at each PATH and -config: one election loop per job until SIGTERM or SIGINT; SIGHUP reloads the configuration.")
 	var paths stringList
-	fs.Var(&paths, "config", "configuration file or directory (repeatable; default /etc/electd)")
+	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
 	unsafeConfig := fs.Bool("allow-unsafe-config", false, "run a configuration that is world-writable or owned by another user")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, exit, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	paths = append(paths, fs.Args()...)
+	// A closed stdout or stderr (`electd run | tee log` and Ctrl-C, a
+	// restarted journald) must not kill the agent with SIGPIPE before it
+	// has released its leases: with a handler in place, writes fail with
+	// EPIPE instead, and the logger drops them. A handler, unlike ignoring
+	// the signal, is not inherited by the commands the agent starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	paths = append(paths, pos...)
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}
-	if !*unsafeConfig {
-		if err := checkConfigPerms(paths); err != nil {
-			fmt.Fprintln(stderr, "electd run:", err)
-			return 1
-		}
-	}
-	cfg, diags := config.Load(paths)
+	opts := loadOptions()
+	opts.AllowUnsafeFiles = *unsafeConfig
+	cfg, diags := config.Load(paths, opts)
 	if diags.HasErrors() {
 		diags.WriteText(stderr)
 		fmt.Fprintln(stderr, "electd run: the configuration is invalid; nothing started")
@@ -79,7 +81,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		Metrics:  m,
 		Shim:     shim,
 		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
-			prov, err := openProvider(ctx, p, log.Named("provider").With("provider", p.Ref()))
+			prov, err := p.Settings.Open(ctx, log.Named("provider").With("provider", p.Ref()))
 			if err != nil {
 				return nil, err
 			}
@@ -96,10 +98,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// The API listens before READY=1, so a unit ordered after electd finds it.
 	var srv *http.Server
 	if cfg.Agent.Listen != "" {
-		if !api.IsLoopbackListen(cfg.Agent.Listen) && cfg.Agent.APIToken == "" {
-			log.Error("refusing to serve the API beyond loopback without agent.api_token", "listen", cfg.Agent.Listen)
-			return 1
-		}
 		ln, err := net.Listen("tcp", cfg.Agent.Listen)
 		if err != nil {
 			log.Error("cannot listen for the API", "listen", cfg.Agent.Listen, "error", err)

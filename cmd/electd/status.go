@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -63,12 +63,12 @@ func apiCall(method, addr, path, token string, out any) error {
 
 // cmdStatus is `electd status`: the jobs of a running agent as a table.
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", defaultAddr(), "address of the agent's API (env "+envAddr+")")
-	asJSON := fs.Bool("json", false, "print the jobs as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newCommand("status", "", 0, 0,
+		"Show the jobs of a running agent: state, leader, fencing token, since when, and when the lease expires.")
+	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
+	asJSON := fs.Bool("json", false, "print the jobs as JSON, as GET /v1/jobs returns them")
+	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
+		return exit
 	}
 	var jobs []api.JobStatus
 	if err := apiCall(http.MethodGet, *addr, "/v1/jobs", "", &jobs); err != nil {
@@ -95,29 +95,19 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 // cmdStepDown is `electd step-down JOB`: the agent releases the job and
 // holds off for one ttl, so another node takes over.
 func cmdStepDown(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("step-down", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", defaultAddr(), "address of the agent's API (env "+envAddr+")")
-	token := fs.String("token", "", "API token (default: env "+envToken+")")
-	// Accept the job before or after the flags, like most CLIs.
-	var job string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		job, args = args[0], args[1:]
+	fs := newCommand("step-down", "JOB", 1, 1,
+		"Ask a running agent to release JOB and hold off re-acquiring it for one ttl, so that another node takes over.")
+	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
+	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
+	pos, exit, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if job == "" && fs.NArg() == 1 {
-		job = fs.Arg(0)
-	}
-	if job == "" {
-		fmt.Fprintln(stderr, "usage: electd step-down JOB [-addr URL] [-token T]")
-		return 2
-	}
+	job := pos[0]
 	if *token == "" {
 		*token = os.Getenv(envToken)
 	}
-	if err := apiCall(http.MethodPost, *addr, "/v1/jobs/"+job+"/step-down", *token, nil); err != nil {
+	if err := apiCall(http.MethodPost, *addr, "/v1/jobs/"+url.PathEscape(job)+"/step-down", *token, nil); err != nil {
 		fmt.Fprintln(stderr, "electd step-down:", err)
 		return 1
 	}

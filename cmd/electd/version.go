@@ -29,6 +29,10 @@ func buildCommit() string {
 }
 
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newCommand("version", "", 0, 0, "Print the version of electd, the commit it was built from, and the Go version and platform.")
+	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
+		return exit
+	}
 	fmt.Fprintf(stdout, "electd %s (commit %s, %s %s/%s)\n", version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
 }

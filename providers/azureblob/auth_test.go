@@ -10,9 +10,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/azureblob"
 )
 
 // containerSAS signs a SAS for one container with the Azurite account key.
@@ -45,8 +45,8 @@ func TestSASToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	rwc := containerSAS(t, name, sas.ContainerPermissions{Read: true, Write: true, Create: true})
-	a := newProvider(t, config.AzureBlobSettings{AccountURL: accountURL(t), SASToken: "?" + rwc, Container: name})
-	b := newProvider(t, config.AzureBlobSettings{AccountURL: accountURL(t), SASToken: rwc, Container: name})
+	a := newProvider(t, azureblob.Settings{AccountURL: accountURL(t), SASToken: "?" + rwc, Container: name})
+	b := newProvider(t, azureblob.Settings{AccountURL: accountURL(t), SASToken: rwc, Container: name})
 
 	l := mustAcquire(t, a, "job", "a", ttl)
 	_, err := b.Acquire(ctxT(t), "job", "b", ttl)
@@ -62,7 +62,7 @@ func TestSASToken(t *testing.T) {
 		t.Fatalf("Observe = %+v, %v", got, err)
 	}
 
-	ro := newProvider(t, config.AzureBlobSettings{AccountURL: accountURL(t),
+	ro := newProvider(t, azureblob.Settings{AccountURL: accountURL(t),
 		SASToken: containerSAS(t, name, sas.ContainerPermissions{Read: true}), Container: name})
 	_, err = ro.Acquire(ctxT(t), "job", "ro", ttl)
 	if err == nil || errors.Is(err, providers.ErrHeld) || !bloberror.HasCode(err, bloberror.AuthorizationPermissionMismatch, bloberror.AuthorizationFailure) {
@@ -70,7 +70,7 @@ func TestSASToken(t *testing.T) {
 	}
 
 	missing := freshContainer(t)
-	noContainer := newProvider(t, config.AzureBlobSettings{AccountURL: accountURL(t),
+	noContainer := newProvider(t, azureblob.Settings{AccountURL: accountURL(t),
 		SASToken: containerSAS(t, missing, sas.ContainerPermissions{Read: true, Write: true, Create: true}), Container: missing})
 	_, err = noContainer.Acquire(ctxT(t), "job", "a", ttl)
 	if err == nil || !strings.Contains(err.Error(), "create container") {

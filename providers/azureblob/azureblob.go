@@ -17,7 +17,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
 
@@ -32,32 +31,22 @@ type Provider struct {
 	log hclog.Logger
 }
 
-// Open is the constructor the agent calls by provider type: p.Settings must
-// be a *config.AzureBlobSettings.
-func Open(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
-	s, ok := p.Settings.(*config.AzureBlobSettings)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("azureblob: provider %s: settings are %T, not *config.AzureBlobSettings", p.Ref(), p.Settings)
-	}
-	return New(ctx, *s, log)
-}
-
 // New returns a Provider for the account and container in s: a connection
 // string; or an account URL with a SAS token; or an account URL alone, which
 // authenticates with azidentity's DefaultAzureCredential (environment,
 // workload identity, managed identity, Azure CLI). It does no I/O.
-func New(ctx context.Context, s config.AzureBlobSettings, log hclog.Logger) (*Provider, error) {
+func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 	_ = ctx // kept for symmetry with the other providers' constructors
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	if s.Container == "" {
+		s.Container = DefaultContainer
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("azureblob: %w", err)
+	}
 	name := s.Container
-	if name == "" {
-		name = DefaultContainer
-	}
-	if !containerNameRe.MatchString(name) || strings.Contains(name, "--") {
-		return nil, fmt.Errorf("azureblob: container %q is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
-	}
 	svc, auth, err := newClient(s)
 	if err != nil {
 		return nil, err
@@ -86,29 +75,23 @@ func clientOptions() *azblob.ClientOptions {
 	}}
 }
 
-// newClient builds the service client and says which credential it uses.
-// Errors never quote the connection string or the SAS token.
-func newClient(s config.AzureBlobSettings) (*azblob.Client, string, error) {
+// newClient builds the service client of validated settings and says which
+// credential it uses. Errors never quote the connection string or the SAS
+// token.
+func newClient(s Settings) (*azblob.Client, string, error) {
 	switch {
-	case s.ConnectionString != "" && s.AccountURL != "":
-		return nil, "", errors.New("azureblob: give either connection_string or account_url, not both")
 	case s.ConnectionString != "":
 		c, err := azblob.NewClientFromConnectionString(s.ConnectionString, clientOptions())
 		if err != nil {
 			return nil, "", errors.New("azureblob: the connection_string is not a valid Azure Storage connection string")
 		}
 		return c, "connection_string", nil
-	case s.AccountURL == "":
-		return nil, "", errors.New("azureblob: give connection_string, or account_url (with sas_token or the default Azure credentials)")
 	}
 	u, err := url.Parse(s.AccountURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, "", fmt.Errorf("azureblob: account_url must be an http(s) URL such as https://ACCOUNT.blob.core.windows.net/")
+	if err != nil {
+		return nil, "", errors.New("azureblob: account_url cannot be parsed") // Validate said why
 	}
 	if sas := strings.TrimPrefix(s.SASToken, "?"); sas != "" {
-		if u.RawQuery != "" {
-			return nil, "", errors.New("azureblob: account_url already carries a query (a SAS token?); give the token in sas_token only")
-		}
 		u.RawQuery = sas
 		c, err := azblob.NewClientWithNoCredential(u.String(), clientOptions())
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/azureblob"
@@ -68,7 +67,7 @@ func freshContainer(t *testing.T) string {
 	return name
 }
 
-func newProvider(t *testing.T, s config.AzureBlobSettings) *azureblob.Provider {
+func newProvider(t *testing.T, s azureblob.Settings) *azureblob.Provider {
 	t.Helper()
 	p, err := azureblob.New(context.Background(), s, hclog.NewNullLogger())
 	if err != nil {
@@ -79,9 +78,9 @@ func newProvider(t *testing.T, s config.AzureBlobSettings) *azureblob.Provider {
 }
 
 // onAzurite returns a provider on a fresh container of the package's Azurite.
-func onAzurite(t *testing.T) (*azureblob.Provider, config.AzureBlobSettings) {
+func onAzurite(t *testing.T) (*azureblob.Provider, azureblob.Settings) {
 	t.Helper()
-	s := config.AzureBlobSettings{ConnectionString: os.Getenv(connEnv), Container: freshContainer(t)}
+	s := azureblob.Settings{ConnectionString: os.Getenv(connEnv), Container: freshContainer(t)}
 	return newProvider(t, s), s
 }
 
@@ -91,12 +90,12 @@ func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) func(t *testing.T) providers.Provider {
 		name := freshContainer(t)
 		return func(t *testing.T) providers.Provider {
-			return newProvider(t, config.AzureBlobSettings{ConnectionString: cs, Container: name})
+			return newProvider(t, azureblob.Settings{ConnectionString: cs, Container: name})
 		}
 	}, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
 			cs := teststore.AzuriteConnectionString(teststore.MustFreePort(t))
-			return newProvider(t, config.AzureBlobSettings{ConnectionString: cs})
+			return newProvider(t, azureblob.Settings{ConnectionString: cs})
 		},
 		ShortTTL: azureblob.MinTTL,
 	})

@@ -11,7 +11,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/azureblob"
 )
@@ -191,15 +190,15 @@ func TestNewSettings(t *testing.T) {
 	const secret = "c2VjcmV0LWtleS1kby1ub3QtbG9n"
 	for _, tc := range []struct {
 		name string
-		s    config.AzureBlobSettings
+		s    azureblob.Settings
 		want string
 	}{
-		{"neither", config.AzureBlobSettings{}, "give connection_string, or account_url"},
-		{"both", config.AzureBlobSettings{ConnectionString: "AccountName=x;AccountKey=" + secret, AccountURL: "https://x.blob.core.windows.net"}, "not both"},
-		{"bad connection string", config.AzureBlobSettings{ConnectionString: "nonsense " + secret}, "not a valid Azure Storage connection string"},
-		{"bad url", config.AzureBlobSettings{AccountURL: "x.blob.core.windows.net", SASToken: secret}, "must be an http(s) URL"},
-		{"sas twice", config.AzureBlobSettings{AccountURL: "https://x.blob.core.windows.net/?sig=" + secret, SASToken: "sig=" + secret}, "already carries a query"},
-		{"bad container", config.AzureBlobSettings{ConnectionString: "UseDevelopmentStorage=true", Container: "Leases_1"}, "not a valid container name"},
+		{"neither", azureblob.Settings{}, "needs connection_string, or account_url"},
+		{"both", azureblob.Settings{ConnectionString: "AccountName=x;AccountKey=" + secret, AccountURL: "https://x.blob.core.windows.net"}, "not both"},
+		{"bad connection string", azureblob.Settings{ConnectionString: "nonsense " + secret}, "not an Azure Storage connection string"},
+		{"bad url", azureblob.Settings{AccountURL: "x.blob.core.windows.net", SASToken: secret}, "must be an http(s) URL"},
+		{"sas twice", azureblob.Settings{AccountURL: "https://x.blob.core.windows.net/?sig=" + secret, SASToken: "sig=" + secret}, "already carries a query"},
+		{"bad container", azureblob.Settings{ConnectionString: "UseDevelopmentStorage=true", Container: "Leases_1"}, "container name is 3 to 63"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := azureblob.New(context.Background(), tc.s, hclog.NewNullLogger())
@@ -211,12 +210,8 @@ func TestNewSettings(t *testing.T) {
 			}
 		})
 	}
-	_, err := azureblob.Open(context.Background(), config.Provider{Type: "azure_blob", Name: "a", Settings: &config.SQLSettings{}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "not *config.AzureBlobSettings") {
-		t.Fatalf("Open with SQL settings: %v", err)
-	}
-	p, err := azureblob.Open(context.Background(), config.Provider{Type: "azure_blob", Name: "a",
-		Settings: &config.AzureBlobSettings{AccountURL: "https://x.blob.core.windows.net/", SASToken: "?sv=2024&sig=" + secret}}, nil)
+	s := &azureblob.Settings{AccountURL: "https://x.blob.core.windows.net/", SASToken: "?sv=2024&sig=" + secret}
+	p, err := s.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatalf("Open with account_url and sas_token: %v", err)
 	}

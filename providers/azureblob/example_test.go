@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/azureblob"
 )
@@ -19,7 +18,7 @@ import (
 // first releases. (The tests point AZURE_STORAGE_CONNECTION_STRING at
 // Azurite.)
 func Example() {
-	settings := config.AzureBlobSettings{
+	settings := azureblob.Settings{
 		ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING"),
 		Container:        "electd-example",
 	}

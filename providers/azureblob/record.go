@@ -19,9 +19,6 @@ const (
 	MaxTTL = 60 * time.Second
 )
 
-// maxField bounds keys and holders, as in the other providers.
-const maxField = 255
-
 // Metadata names. Azure hands them back capitalised ("Holder"), so they are
 // read without regard to case.
 const (
@@ -141,7 +138,7 @@ func checkHolder(holder string) error {
 // from 15s to 60s. Rounding is not an option: a shorter lease would expire
 // before the leader's safety rule expects, a longer one delays takeover.
 func CheckTTL(ttl time.Duration) error {
-	if ttl < MinTTL || ttl > MaxTTL || ttl%time.Second != 0 {
+	if limits.CheckTTL(ttl) != nil {
 		return fmt.Errorf("ttl %s is not a valid Azure blob lease duration: use whole seconds from 15s to 60s", ttl)
 	}
 	return nil

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/azureblob"
 )
 
 // The store goes down under a leader and comes back with its data: while it
@@ -24,7 +24,7 @@ func TestStoreRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proc.Stop)
-	s := config.AzureBlobSettings{ConnectionString: cs, Container: "electd-restart"}
+	s := azureblob.Settings{ConnectionString: cs, Container: "electd-restart"}
 	p, other := newProvider(t, s), newProvider(t, s)
 	l := mustAcquire(t, p, "job", "a", ttl)
 

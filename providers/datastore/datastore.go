@@ -3,7 +3,6 @@ package datastore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -18,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
 
@@ -40,10 +38,6 @@ const EmulatorHostEnv = "DATASTORE_EMULATOR_HOST"
 // read the winner.
 const txAttempts = 8
 
-// maxField is the longest key name and holder: Datastore indexes strings up
-// to 1500 bytes.
-const maxField = 1500
-
 // reserved matches the names Datastore keeps for itself (__kind__ and so on).
 var reserved = regexp.MustCompile(`^__.*__$`)
 
@@ -64,47 +58,27 @@ type Provider struct {
 	closeErr  error
 }
 
-// Open is the constructor the agent calls by provider type: p.Settings must
-// be a *config.DatastoreSettings.
-func Open(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
-	s, ok := p.Settings.(*config.DatastoreSettings)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("datastore: provider %s: settings are %T, not *config.DatastoreSettings", p.Ref(), p.Settings)
-	}
-	ds, err := New(ctx, *s, log)
-	if err != nil {
-		return nil, err
-	}
-	return ds, nil
-}
-
 // New opens a client on the database of s.ProjectID. When
 // DATASTORE_EMULATOR_HOST is set it talks to that emulator, without
 // credentials, as the client library does; otherwise it authenticates with
 // s.CredentialsFile or the application default credentials. It sends no
 // Datastore request: an agent started while the store is unreachable keeps
 // running and reports errors per operation.
-func New(ctx context.Context, s config.DatastoreSettings, log hclog.Logger) (*Provider, error) {
+func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 	return newProvider(ctx, s, log, os.Getenv(EmulatorHostEnv))
 }
 
-func newProvider(ctx context.Context, s config.DatastoreSettings, log hclog.Logger, emulatorHost string) (*Provider, error) {
+func newProvider(ctx context.Context, s Settings, log hclog.Logger, emulatorHost string) (*Provider, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	if s.ProjectID == "" {
-		return nil, errors.New("datastore: project_id is empty")
+	if s.Kind == "" {
+		s.Kind = DefaultKind
 	}
-	kind := s.Kind
-	if kind == "" {
-		kind = DefaultKind
-	}
-	if err := checkName("kind", kind); err != nil {
+	if err := s.validate(emulatorHost); err != nil {
 		return nil, fmt.Errorf("datastore: %w", err)
 	}
-	if s.Namespace != "" && !namespaceRE.MatchString(s.Namespace) {
-		return nil, fmt.Errorf("datastore: namespace %q: up to 100 letters, digits, '.', '-' and '_'", s.Namespace)
-	}
+	kind := s.Kind
 	log = log.Named("datastore").With("project", s.ProjectID, "namespace", s.Namespace, "kind", kind)
 
 	opts := []option.ClientOption{option.WithGRPCDialOption(grpc.WithDefaultServiceConfig(serviceConfig))}

@@ -12,7 +12,6 @@ import (
 	"cloud.google.com/go/datastore"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
@@ -45,7 +44,7 @@ func newNamespace() string { return "t-" + rand.Text() }
 
 func open(t *testing.T, ns string) *Provider {
 	t.Helper()
-	p, err := New(context.Background(), config.DatastoreSettings{ProjectID: testProject, Namespace: ns}, hclog.NewNullLogger())
+	p, err := New(context.Background(), Settings{ProjectID: testProject, Namespace: ns}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestConformance(t *testing.T) {
 	}, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
 			// A port nobody listens on, in place of the running emulator.
-			p, err := newProvider(context.Background(), config.DatastoreSettings{ProjectID: testProject},
+			p, err := newProvider(context.Background(), Settings{ProjectID: testProject},
 				hclog.NewNullLogger(), teststore.Addr(teststore.MustFreePort(t)))
 			if err != nil {
 				t.Fatal(err)
@@ -78,7 +77,7 @@ func TestConformance(t *testing.T) {
 func TestEntity(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace()
-	p, err := New(context.Background(), config.DatastoreSettings{ProjectID: testProject, Namespace: ns, Kind: "Lease"}, nil)
+	p, err := New(context.Background(), Settings{ProjectID: testProject, Namespace: ns, Kind: "Lease"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

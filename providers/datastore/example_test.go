@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/datastore"
 )
@@ -19,7 +18,7 @@ import (
 // DATASTORE_EMULATOR_HOST at an emulator; in production the client uses the
 // application default credentials.)
 func Example() {
-	settings := config.DatastoreSettings{ProjectID: "my-project", Namespace: fmt.Sprintf("example-%d", time.Now().UnixNano())}
+	settings := datastore.Settings{ProjectID: "my-project", Namespace: fmt.Sprintf("example-%d", time.Now().UnixNano())}
 	ctx := context.Background()
 
 	web1, err := datastore.New(ctx, settings, hclog.NewNullLogger())

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
@@ -20,7 +19,7 @@ import (
 func TestStoreFailures(t *testing.T) {
 	t.Parallel()
 	host, proc := teststore.StartDatastore(t)
-	p, err := newProvider(context.Background(), config.DatastoreSettings{ProjectID: testProject, Namespace: newNamespace()},
+	p, err := newProvider(context.Background(), Settings{ProjectID: testProject, Namespace: newNamespace()},
 		hclog.NewNullLogger(), host)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
@@ -45,7 +44,7 @@ func TestAuth(t *testing.T) {
 		}
 	}
 
-	s := config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: "/electd/", Username: "electd", Password: "electd-pw"}
+	s := Settings{Endpoints: []string{endpoint}, Prefix: "/electd/", Username: "electd", Password: "electd-pw"}
 	a, b := open(t, s), open(t, s)
 	hints, err := b.Watch(ctx, "job")
 	if err != nil {
@@ -80,7 +79,7 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("Acquire after Release as electd: %v", err)
 	}
 
-	for name, bad := range map[string]config.EtcdSettings{
+	for name, bad := range map[string]Settings{
 		"wrong password": {Endpoints: s.Endpoints, Prefix: s.Prefix, Username: "electd", Password: "nope"},
 		"outside grant":  {Endpoints: s.Endpoints, Prefix: "/other/", Username: "electd", Password: "electd-pw"},
 	} {

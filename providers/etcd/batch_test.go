@@ -17,7 +17,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
@@ -33,7 +32,7 @@ import (
 func TestRenewManyRequests(t *testing.T) {
 	t.Parallel()
 	endpoint, _ := teststore.StartEtcd(t)
-	s := config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 	p, other := open(t, s), open(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -199,7 +198,7 @@ func TestRenewManyRequests(t *testing.T) {
 func TestRenewManyCancelled(t *testing.T) {
 	t.Parallel()
 	endpoint, _ := teststore.StartEtcd(t)
-	p := open(t, config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
 	leases := acquireMany(t, p, 10, time.Minute)
 	for _, c := range []struct {
 		name string
@@ -234,7 +233,7 @@ func TestRenewManyCancelled(t *testing.T) {
 func TestRenewManyLowMaxTxnOps(t *testing.T) {
 	t.Parallel()
 	endpoint := startEtcdWith(t, "--max-txn-ops", "16")
-	p := open(t, config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leases := acquireMany(t, p, 100, time.Minute)

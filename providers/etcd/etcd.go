@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/connectivity"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
 
@@ -25,10 +24,6 @@ const DefaultPrefix = "/electd/"
 // recordSuffix names the record key of a job key; keys cannot hold "/", so it
 // never collides with another key's lease key.
 const recordSuffix = "/record"
-
-// maxField bounds keys and holders; etcd would take more, but they are
-// names, and they travel in every request.
-const maxField = 255
 
 var (
 	_ providers.Provider = (*Provider)(nil)
@@ -46,36 +41,21 @@ type Provider struct {
 	closed bool
 }
 
-// Open is the constructor the agent calls by provider type: p.Settings must
-// be a *config.EtcdSettings.
-func Open(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
-	s, ok := p.Settings.(*config.EtcdSettings)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("etcd: provider %s: settings are %T, not *config.EtcdSettings", p.Ref(), p.Settings)
-	}
-	return New(ctx, *s, log)
-}
-
 // New returns a provider on the cluster described by s. It does no I/O: the
 // client is created on first use.
-func New(ctx context.Context, s config.EtcdSettings, log hclog.Logger) (*Provider, error) {
+func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 	_ = ctx // kept for symmetry with the other providers' constructors
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	if len(s.Endpoints) == 0 {
-		return nil, errors.New("etcd: no endpoints")
-	}
-	for _, ep := range s.Endpoints {
-		if strings.TrimSpace(ep) == "" {
-			return nil, errors.New("etcd: an endpoint is empty")
-		}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	if s.Prefix == "" {
 		s.Prefix = DefaultPrefix
 	}
 	if s.DialTimeout <= 0 {
-		s.DialTimeout = 5 * time.Second
+		s.DialTimeout = DefaultDialTimeout
 	}
 	return &Provider{
 		cfg: clientv3.Config{

@@ -30,7 +30,7 @@ func randomPrefix(t *testing.T) string {
 	return "/electd-test/" + name + "-" + hex.EncodeToString(b) + "/"
 }
 
-func open(t *testing.T, s config.EtcdSettings) *Provider {
+func open(t *testing.T, s Settings) *Provider {
 	t.Helper()
 	p, err := New(context.Background(), s, hclog.NewNullLogger())
 	if err != nil {
@@ -63,7 +63,7 @@ func TestEtcd(t *testing.T) {
 
 func testConformance(t *testing.T, endpoint string) {
 	providertest.Run(t, func(t *testing.T) func(t *testing.T) providers.Provider {
-		s := config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+		s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 		return func(t *testing.T) providers.Provider {
 			p, err := New(context.Background(), s, hclog.NewNullLogger())
 			if err != nil {
@@ -73,7 +73,7 @@ func testConformance(t *testing.T, endpoint string) {
 		}
 	}, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), config.EtcdSettings{
+			p, err := New(context.Background(), Settings{
 				Endpoints: []string{teststore.Addr(teststore.MustFreePort(t))}, // nothing listens there
 			}, hclog.NewNullLogger())
 			if err != nil {
@@ -114,7 +114,7 @@ func TestLeaseSeconds(t *testing.T) {
 // A ttl is rounded up to whole seconds and raised to etcd's minimum lease
 // (ceil(1.5 × election timeout) = 2 s with default settings).
 func testGrantedTTL(t *testing.T, endpoint string) {
-	p := open(t, config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
 	ctx := context.Background()
 	for _, c := range []struct {
 		ttl  time.Duration
@@ -158,7 +158,7 @@ func testGrantedTTL(t *testing.T, endpoint string) {
 // acquired at t (send time) is not given to anyone else before t + ttl, and
 // is free soon after etcd's granted ttl (its expiry sweep runs every 500 ms).
 func testExpiryNotEarly(t *testing.T, endpoint string) {
-	s := config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 	a, b := open(t, s), open(t, s)
 	ctx := context.Background()
 	if _, err := b.Observe(ctx, "warm-up"); err != nil {
@@ -197,7 +197,7 @@ func testExpiryNotEarly(t *testing.T, endpoint string) {
 // job) moves the term to a new etcd lease of that ttl and revokes the old
 // one; the token stays.
 func testRenewOtherTTL(t *testing.T, endpoint string) {
-	p := open(t, config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
 	ctx := context.Background()
 	l, err := p.Acquire(ctx, "job", "a", time.Minute)
 	if err != nil {
@@ -232,7 +232,7 @@ func testRenewOtherTTL(t *testing.T, endpoint string) {
 }
 
 func TestKeyWithSlashRefused(t *testing.T) {
-	p := open(t, config.EtcdSettings{Endpoints: []string{"127.0.0.1:1"}})
+	p := open(t, Settings{Endpoints: []string{"127.0.0.1:1"}})
 	_, err := p.Acquire(context.Background(), "a/record", "a", time.Minute)
 	if err == nil || errors.Is(err, providers.ErrHeld) || !strings.Contains(err.Error(), `"/"`) {
 		t.Fatalf("Acquire of a key with a slash: %v, want a key error", err)
@@ -243,7 +243,7 @@ func TestKeyWithSlashRefused(t *testing.T) {
 // instead of returning a channel that never fires.
 func TestWatchDown(t *testing.T) {
 	t.Parallel()
-	p := open(t, config.EtcdSettings{
+	p := open(t, Settings{
 		Endpoints:   []string{teststore.Addr(teststore.MustFreePort(t))},
 		DialTimeout: time.Second,
 	})
@@ -260,13 +260,10 @@ func TestWatchDown(t *testing.T) {
 
 func TestOpenSettings(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Open(ctx, config.Provider{Type: "etcd", Name: "e", Settings: &config.SQLSettings{}}, nil); err == nil {
-		t.Fatal("Open with SQL settings succeeded")
-	}
-	if _, err := Open(ctx, config.Provider{Type: "etcd", Name: "e", Settings: &config.EtcdSettings{}}, nil); err == nil {
+	if _, err := (&Settings{}).Open(ctx, nil); err == nil {
 		t.Fatal("Open without endpoints succeeded")
 	}
-	p, err := Open(ctx, config.Provider{Type: "etcd", Name: "e", Settings: &config.EtcdSettings{Endpoints: []string{"127.0.0.1:1"}}}, nil)
+	p, err := (&Settings{Endpoints: []string{"127.0.0.1:1"}}).Open(ctx, nil)
 	if err != nil {
 		t.Fatalf("Open does no I/O, so an unreachable endpoint is no error: %v", err)
 	}
@@ -289,7 +286,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load([]string{filepath.Join(root, "examples", "etcd-scheduler.hcl")})
+	cfg, diags := config.Load([]string{filepath.Join(root, "examples", "etcd-scheduler.hcl")}, config.Options{Types: map[string]providers.Type{"etcd": Type()}})
 	if diags.HasErrors() {
 		t.Fatalf("examples/etcd-scheduler.hcl: %v", diags.Err())
 	}
@@ -297,7 +294,7 @@ func TestExampleConfig(t *testing.T) {
 	if !ok {
 		t.Fatal("examples/etcd-scheduler.hcl declares no etcd.main")
 	}
-	p, err := Open(context.Background(), pc, nil)
+	p, err := pc.Settings.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

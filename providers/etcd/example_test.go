@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	etcdprovider "github.com/electd/electd/providers/etcd"
 )
@@ -19,7 +18,7 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := etcdprovider.New(ctx, config.EtcdSettings{
+	p, err := etcdprovider.New(ctx, etcdprovider.Settings{
 		Endpoints:   []string{"127.0.0.1:2379"},
 		Prefix:      "/electd/",
 		DialTimeout: 5 * time.Second,

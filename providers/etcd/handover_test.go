@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers/providertest"
 )
 
@@ -13,7 +12,7 @@ import (
 //
 //	go test -count=1 -v -run 'TestEtcd/Handover' ./providers/etcd/
 func testHandover(t *testing.T, endpoint string) {
-	s := config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 	a, b := open(t, s), open(t, s)
 	providertest.Handover(t, a, b, providertest.HandoverOptions{Target: 100 * time.Millisecond})
 }

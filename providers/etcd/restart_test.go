@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
@@ -22,7 +21,7 @@ func TestRestart(t *testing.T) {
 	dir := t.TempDir()
 	cport, pport := teststore.MustFreePort(t), teststore.MustFreePort(t)
 	endpoint, proc := teststore.StartEtcdAt(t, dir, cport, pport)
-	s := config.EtcdSettings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 	a, b := open(t, s), open(t, s)
 	ctx := context.Background()
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/mongodb"
 )
@@ -18,7 +17,7 @@ import (
 // told who holds it and takes over with the next fencing token once the
 // first releases. (Not run by go test: it needs a MongoDB at $MONGO_URI.)
 func Example() {
-	settings := config.MongoDBSettings{URI: os.Getenv("MONGO_URI"), Database: "electd", Collection: "leases", WriteConcern: "majority"}
+	settings := mongodb.Settings{URI: os.Getenv("MONGO_URI"), Database: "electd", Collection: "leases", WriteConcern: "majority"}
 	ctx := context.Background()
 	log := hclog.Default()
 

@@ -4,13 +4,11 @@ import (
 	"context"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/electd/electd/config"
 )
 
 // NewClientClock is New with the probe skipped: the fallback path, which
 // judges expiry by this host's clock, on any server.
-func NewClientClock(s config.MongoDBSettings, log hclog.Logger) (*Provider, error) {
+func NewClientClock(s Settings, log hclog.Logger) (*Provider, error) {
 	p, err := newProvider(s, log)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.mongodb.org/mongo-driver/bson"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/mongodb"
@@ -163,7 +162,7 @@ func TestFerretDBRestart(t *testing.T) {
 	t.Parallel()
 	dir, port := t.TempDir(), teststore.MustFreePort(t)
 	uri, proc := teststore.StartFerretDBAt(t, dir, port)
-	settings := config.MongoDBSettings{URI: uri + "?serverSelectionTimeoutMS=2000", Database: "electd", Collection: "leases"}
+	settings := mongodb.Settings{URI: uri + "?serverSelectionTimeoutMS=2000", Database: "electd", Collection: "leases"}
 	p := open(t, settings)
 	defer p.Close()
 	a := providertest.MustAcquire(t, p, "job", "a", time.Minute)
@@ -227,14 +226,11 @@ func TestSettings(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	if _, err := mongodb.Open(ctx, config.Provider{Type: "mongodb", Name: "m", Settings: &config.SQLSettings{}}, nil); err == nil {
-		t.Error("Open with SQL settings succeeded")
-	}
-	if _, err := mongodb.New(ctx, config.MongoDBSettings{}, nil); err == nil {
+	if _, err := mongodb.New(ctx, mongodb.Settings{}, nil); err == nil {
 		t.Error("New with no uri succeeded")
 	}
 	const secret = "s3cr3t-pw"
-	_, err := mongodb.New(ctx, config.MongoDBSettings{URI: "mongodb://user:" + secret + "@127.0.0.1:notaport/"}, nil)
+	_, err := mongodb.New(ctx, mongodb.Settings{URI: "mongodb://user:" + secret + "@127.0.0.1:notaport/"}, nil)
 	if err == nil {
 		t.Fatal("New with a malformed uri succeeded")
 	}

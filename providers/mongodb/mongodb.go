@@ -13,13 +13,10 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 	"go.mongodb.org/mongo-driver/mongo/readpref"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
 
 const (
-	// maxField bounds keys and holders, well under MongoDB's index key limit.
-	maxField = 1024
 	// acquireAttempts bounds the retries of Acquire when the lease was freed
 	// between the refused write and the read of the holder.
 	acquireAttempts = 5
@@ -47,22 +44,12 @@ type Provider struct {
 	closeErr  error
 }
 
-// Open is the constructor the agent calls by provider type: p.Settings must
-// be a *config.MongoDBSettings.
-func Open(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
-	s, ok := p.Settings.(*config.MongoDBSettings)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("mongodb: provider %s: settings are %T, not *config.MongoDBSettings", p.Ref(), p.Settings)
-	}
-	return New(ctx, *s, log)
-}
-
 // New connects to the store described by s and probes, within ctx and at
 // most 5 s, whether the server judges time itself ($$NOW in update
 // pipelines). A store that does not answer is not an error here: the probe
 // is repeated by the first operation, so an agent started while its
 // database is down keeps running and reports errors per operation.
-func New(ctx context.Context, s config.MongoDBSettings, log hclog.Logger) (*Provider, error) {
+func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 	p, err := newProvider(s, log)
 	if err != nil {
 		return nil, err
@@ -75,18 +62,21 @@ func New(ctx context.Context, s config.MongoDBSettings, log hclog.Logger) (*Prov
 	return p, nil
 }
 
-func newProvider(s config.MongoDBSettings, log hclog.Logger) (*Provider, error) {
+func newProvider(s Settings, log hclog.Logger) (*Provider, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
-	}
-	if s.URI == "" {
-		return nil, errors.New("mongodb: uri is empty")
 	}
 	if s.Database == "" {
 		s.Database = "electd"
 	}
 	if s.Collection == "" {
 		s.Collection = "leases"
+	}
+	if s.WriteConcern == "" {
+		s.WriteConcern = "majority"
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("mongodb: %w", err)
 	}
 	wc, err := writeConcern(s.WriteConcern)
 	if err != nil {
@@ -112,7 +102,7 @@ func newProvider(s config.MongoDBSettings, log hclog.Logger) (*Provider, error) 
 }
 
 func checkLease(key, holder string, ttl time.Duration) error {
-	return providers.CheckLease(key, holder, ttl, maxField)
+	return limits.Check(key, holder, ttl)
 }
 
 func leaseOf(key string, rec record) providers.Lease {

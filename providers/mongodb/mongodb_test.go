@@ -12,7 +12,6 @@ import (
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/mongodb"
@@ -33,18 +32,18 @@ func randomName(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-func open(t *testing.T, s config.MongoDBSettings) providers.Provider {
+func open(t *testing.T, s mongodb.Settings) providers.Provider {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	p, err := mongodb.Open(ctx, config.Provider{Type: config.ProviderMongoDB, Name: "test", Settings: &s}, hclog.NewNullLogger())
+	p, err := s.Open(ctx, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	return p
 }
 
-func openClientClock(t *testing.T, s config.MongoDBSettings) providers.Provider {
+func openClientClock(t *testing.T, s mongodb.Settings) providers.Provider {
 	t.Helper()
 	p, err := mongodb.NewClientClock(s, hclog.NewNullLogger())
 	if err != nil {
@@ -75,8 +74,8 @@ func reach(t testing.TB, uri string) *store {
 	return &store{uri: uri, admin: c}
 }
 
-func (s *store) settings(t *testing.T) config.MongoDBSettings {
-	settings := config.MongoDBSettings{URI: s.uri, Database: "electd_test", Collection: randomName("leases_"), WriteConcern: "majority"}
+func (s *store) settings(t *testing.T) mongodb.Settings {
+	settings := mongodb.Settings{URI: s.uri, Database: "electd_test", Collection: randomName("leases_"), WriteConcern: "majority"}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -102,7 +101,7 @@ func (s *store) factory(clientClock bool) providertest.Factory {
 }
 
 func unreachable(t *testing.T) providers.Provider {
-	return open(t, config.MongoDBSettings{URI: unreachableURI, Database: "electd", Collection: "leases"})
+	return open(t, mongodb.Settings{URI: unreachableURI, Database: "electd", Collection: "leases"})
 }
 
 // TestFerretDB runs every single-client case of the contract against

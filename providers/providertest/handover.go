@@ -21,6 +21,11 @@ type HandoverOptions struct {
 	Poll time.Duration
 	// Target, when set, fails the test if the median handover is longer.
 	Target time.Duration
+	// TokensMaySkip: the candidate's token need only be greater than the
+	// holder's, not one more. Redlock's per-server counters move on every
+	// server an attempt reached, so an attempt that missed its quorum
+	// (a slow server under load) leaves a gap.
+	TokensMaySkip bool
 }
 
 // HandoverResult holds the sorted durations from the start of Release to the
@@ -115,7 +120,7 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 		select {
 		case lb := <-got:
 			res.Durations = append(res.Durations, time.Since(start))
-			if lb.Token != la.Token+1 {
+			if lb.Token != la.Token+1 && !(o.TokensMaySkip && lb.Token > la.Token) {
 				t.Fatalf("round %d: the candidate's token %d after %d", round, lb.Token, la.Token)
 			}
 			if err := b.Release(ctx, lb); err != nil {

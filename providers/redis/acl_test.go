@@ -7,7 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers/redis"
 )
 
 // aclRules are the least privileges the provider needs, as the docs give
@@ -30,7 +30,7 @@ func TestACL(t *testing.T) {
 	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "electd"}, aclRules...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	s := config.RedisSettings{Addresses: addrs, Username: "electd", Password: "s3cret", DB: 2, Prefix: "electd:"}
+	s := redis.Settings{Addresses: addrs, Username: "electd", Password: "s3cret", DB: 2, Prefix: "electd:"}
 	a, b := open(t, s), open(t, s)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ch, err := b.Watch(ctx, "job")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	redisprovider "github.com/electd/electd/providers/redis"
 )
@@ -19,7 +18,7 @@ import (
 // the first releases. (Not run by go test: it needs a server on 6379.)
 func Example() {
 	ctx := context.Background()
-	settings := config.RedisSettings{Addresses: []string{"127.0.0.1:6379"}, Prefix: "electd:"}
+	settings := redisprovider.Settings{Addresses: []string{"127.0.0.1:6379"}, Prefix: "electd:"}
 	web1, err := redisprovider.New(ctx, settings, hclog.NewNullLogger())
 	if err != nil {
 		log.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
 
@@ -21,10 +20,6 @@ var (
 )
 
 const (
-	// maxField bounds keys and holders; Redis would take more, but these
-	// are names, and a bound keeps a typo'd multi-megabyte value out.
-	maxField = 1024
-
 	dialTimeout = 2 * time.Second
 	ioTimeout   = 3 * time.Second
 )
@@ -50,36 +45,14 @@ type node struct {
 	c    *goredis.Client
 }
 
-// Open is the constructor the agent calls by provider type: p.Settings must
-// be a *config.RedisSettings.
-func Open(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
-	s, ok := p.Settings.(*config.RedisSettings)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("redis: provider %s: settings are %T, not *config.RedisSettings", p.Ref(), p.Settings)
-	}
-	return New(ctx, *s, log)
-}
-
 // New returns a provider on the servers of s. It does no I/O.
-func New(ctx context.Context, s config.RedisSettings, log hclog.Logger) (*Provider, error) {
+func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 	_ = ctx // kept for symmetry with the other providers' constructors
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	switch n := len(s.Addresses); {
-	case n == 0:
-		return nil, errors.New("redis: no addresses")
-	case n == 2:
-		// A majority of two is both: losing either server stops every
-		// election, which is worse than one server.
-		return nil, errors.New("redis: 2 addresses: give 1 for a single server or 3 or more for Redlock")
-	}
-	seen := map[string]bool{}
-	for _, a := range s.Addresses {
-		if seen[a] {
-			return nil, fmt.Errorf("redis: address %s given twice: Redlock needs independent servers", a)
-		}
-		seen[a] = true
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
 	}
 	prefix := s.Prefix
 	p := &Provider{
@@ -140,7 +113,7 @@ func (p *Provider) liveKey(key string) string  { return p.prefix + "live:" + key
 func (p *Provider) channel(key string) string  { return p.prefix + "notify:" + key }
 
 func checkLease(key, holder string, ttl time.Duration) error {
-	return providers.CheckLease(key, holder, ttl, maxField)
+	return limits.Check(key, holder, ttl)
 }
 
 // drift is the Redlock allowance for clock drift between the servers and

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
@@ -22,7 +21,7 @@ func randomPrefix() string {
 	return "electd-test-" + hex.EncodeToString(b) + ":"
 }
 
-func open(t testing.TB, s config.RedisSettings) *redisprovider.Provider {
+func open(t testing.TB, s redisprovider.Settings) *redisprovider.Provider {
 	t.Helper()
 	p, err := redisprovider.New(context.Background(), s, hclog.NewNullLogger())
 	if err != nil {
@@ -54,11 +53,11 @@ func closedAddrs(t testing.TB, n int) []string {
 func conformance(t *testing.T, n int) {
 	addrs, _ := servers(t, n)
 	providertest.Run(t, func(t *testing.T) func(*testing.T) providers.Provider {
-		s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+		s := redisprovider.Settings{Addresses: addrs, Prefix: randomPrefix()}
 		return func(t *testing.T) providers.Provider { return open(t, s) }
 	}, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
-			return open(t, config.RedisSettings{Addresses: closedAddrs(t, n), Prefix: "electd:"})
+			return open(t, redisprovider.Settings{Addresses: closedAddrs(t, n), Prefix: "electd:"})
 		},
 		Watcher: true,
 	})

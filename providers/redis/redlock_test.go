@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/redis"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -34,7 +34,7 @@ func wantStoreError(t *testing.T, what string, err error) {
 func TestRedlockOneDown(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 3)
-	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
 	a, b := open(t, s), open(t, s)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ctx := ctxT(t, 30*time.Second)
@@ -89,7 +89,7 @@ func TestRedlockOneDown(t *testing.T) {
 func TestRedlockTwoDown(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 3)
-	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
 	a := open(t, s)
 	t.Cleanup(func() { a.Close() })
 	ctx := ctxT(t, 30*time.Second)
@@ -120,7 +120,7 @@ func TestRedlockTwoDown(t *testing.T) {
 func TestRedlockHung(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 3)
-	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
 	a := open(t, s)
 	t.Cleanup(func() { a.Close() })
 	ctx := ctxT(t, 30*time.Second)
@@ -160,7 +160,7 @@ func TestRedlockHung(t *testing.T) {
 func TestRedlockServerLostData(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 3)
-	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
 	a := open(t, s)
 	t.Cleanup(func() { a.Close() })
 	ctx := ctxT(t, 30*time.Second)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/redis"
 )
 
 // restart kills server i and starts it again, empty, on the same port.
@@ -49,7 +49,7 @@ func TestServerRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := config.RedisSettings{Addresses: []string{teststore.Addr(port)}, Prefix: "electd:"}
+			s := redis.Settings{Addresses: []string{teststore.Addr(port)}, Prefix: "electd:"}
 			a := open(t, s)
 			t.Cleanup(func() { a.Close() })
 			ctx := ctxT(t, 30*time.Second)

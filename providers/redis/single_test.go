@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers/redis"
 )
 
 // TestSingleHung: a single server that hangs (SIGSTOP) makes every call
@@ -16,7 +16,7 @@ import (
 func TestSingleHung(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 1)
-	a := open(t, config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()})
+	a := open(t, redis.Settings{Addresses: addrs, Prefix: randomPrefix()})
 	t.Cleanup(func() { a.Close() })
 	ctx := ctxT(t, 30*time.Second)
 	const ttl = 2 * time.Second

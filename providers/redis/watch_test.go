@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/redis"
 )
 
 // TestWatchResubscribes: after the server is killed and restarted, the
@@ -14,7 +14,7 @@ import (
 func TestWatchResubscribes(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 1)
-	s := config.RedisSettings{Addresses: addrs, Prefix: randomPrefix()}
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
 	a, b := open(t, s), open(t, s)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ctx := ctxT(t, 30*time.Second)

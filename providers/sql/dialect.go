@@ -13,8 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
-
-	"github.com/electd/electd/config"
 )
 
 // DefaultTable is the table used when the settings leave Table empty.
@@ -56,20 +54,17 @@ type dialect struct {
 
 func ms(d time.Duration) any { return d.Milliseconds() }
 
-func newDialect(s config.SQLSettings) (*dialect, error) {
+func newDialect(s Settings) (*dialect, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("sql: %w", err)
+	}
 	table := s.Table
 	if table == "" {
 		table = DefaultTable
 	}
-	if !identRE.MatchString(table) {
-		return nil, fmt.Errorf("sql: table %q is not a plain identifier (letters, digits, _; at most 63)", table)
-	}
 	d := &dialect{driver: s.Driver, ttlArg: ms, retryable: func(error) bool { return false }}
 	switch s.Driver {
 	case "sqlite":
-		if s.DSN == "" {
-			return nil, errors.New("sql: sqlite dsn (a file path) is empty")
-		}
 		db, err := dbsql.Open("sqlite", sqliteDSN(s.DSN))
 		if err != nil {
 			return nil, fmt.Errorf("sql: open sqlite: %w", err)
@@ -84,17 +79,9 @@ func newDialect(s config.SQLSettings) (*dialect, error) {
 			expires_at INTEGER NOT NULL, -- unix milliseconds, host clock
 			value      TEXT    NOT NULL DEFAULT ''`, "")
 	case "postgres":
-		if len(table) > 63-len("electd_") {
-			return nil, fmt.Errorf("sql: table %q is too long for postgres (the notify channel electd_<table> must fit 63 bytes)", table)
-		}
 		cfg, err := pgx.ParseConfig(s.DSN)
 		if err != nil {
-			// pgx's message repeats the connection string; keep only the cause.
-			cause := "invalid connection string"
-			if u := errors.Unwrap(err); u != nil {
-				cause = u.Error()
-			}
-			return nil, fmt.Errorf("sql: postgres dsn cannot be parsed: %s", cause)
+			return nil, errors.New("sql: postgres dsn cannot be parsed") // Validate said why
 		}
 		d.pg = cfg
 		d.table = pgx.Identifier{table}.Sanitize()
@@ -151,10 +138,8 @@ func newDialect(s config.SQLSettings) (*dialect, error) {
 			" ON DUPLICATE KEY UPDATE `key` = `key`"
 		d.q.selectExp = `SELECT expires_at FROM ` + t + " WHERE `key` = ?"
 		d.q = backquote(d.q)
-	case "":
-		return nil, errors.New("sql: driver is empty (postgres, mysql or sqlite)")
 	default:
-		return nil, fmt.Errorf("sql: unknown driver %q (postgres, mysql or sqlite)", s.Driver)
+		return nil, fmt.Errorf("sql: unknown driver %q", s.Driver) // Validate refused it
 	}
 	return d, nil
 }

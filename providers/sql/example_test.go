@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
@@ -24,7 +23,7 @@ func Example() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	settings := config.SQLSettings{Driver: "sqlite", DSN: filepath.Join(dir, "leases.db")}
+	settings := sqlprovider.Settings{Driver: "sqlite", DSN: filepath.Join(dir, "leases.db")}
 	ctx := context.Background()
 
 	web1, err := sqlprovider.New(ctx, settings, hclog.NewNullLogger())

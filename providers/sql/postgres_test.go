@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
+	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w providers.Watcher) {
@@ -15,7 +15,7 @@ func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w p
 	s = reach(t, "postgres", "pgx", "ELECTD_TEST_POSTGRES_DSN", defaultPostgresDSN)
 	table = randomTable()
 	t.Cleanup(func() { _, _ = s.admin.Exec(`DROP TABLE IF EXISTS "` + table + `"`) })
-	settings := config.SQLSettings{Driver: "postgres", DSN: s.dsn, Table: table}
+	settings := sqlprovider.Settings{Driver: "postgres", DSN: s.dsn, Table: table}
 	a, b = open(t, settings), open(t, settings)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	w, ok := b.(providers.Watcher)
@@ -88,7 +88,7 @@ func TestPostgresWatchReconnect(t *testing.T) {
 // of returning a channel that will never fire.
 func TestPostgresWatchDown(t *testing.T) {
 	t.Parallel()
-	p := open(t, config.SQLSettings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
+	p := open(t, sqlprovider.Settings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -10,12 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
-
-// maxField bounds keys and holders: they are varchar(255) columns.
-const maxField = 255
 
 // acquireAttempts bounds the retries of Acquire when the lease was freed
 // between the failed conditional write and the read of the holder, or when
@@ -41,21 +37,10 @@ type Provider struct {
 	closeErr  error
 }
 
-// Open is the constructor the agent calls by provider type: p.Settings must
-// be a *config.SQLSettings. For driver postgres the result also implements
-// providers.Watcher.
-func Open(ctx context.Context, p config.Provider, log hclog.Logger) (providers.Provider, error) {
-	s, ok := p.Settings.(*config.SQLSettings)
-	if !ok || s == nil {
-		return nil, fmt.Errorf("sql: provider %s: settings are %T, not *config.SQLSettings", p.Ref(), p.Settings)
-	}
-	return New(ctx, *s, log)
-}
-
 // New opens the store described by s. It does no I/O: the table is created
 // by the first operation. The result is a *Provider for sqlite and mysql and
 // a *NotifyingProvider (a Watcher) for postgres.
-func New(ctx context.Context, s config.SQLSettings, log hclog.Logger) (providers.Provider, error) {
+func New(ctx context.Context, s Settings, log hclog.Logger) (providers.Provider, error) {
 	_ = ctx // kept for symmetry with the other providers' constructors
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -113,7 +98,7 @@ func (p *Provider) ensure(ctx context.Context) error {
 }
 
 func checkLease(key, holder string, ttl time.Duration) error {
-	return providers.CheckLease(key, holder, ttl, maxField)
+	return limits.Check(key, holder, ttl)
 }
 
 // Acquire starts a new term on key for holder when the lease is free,

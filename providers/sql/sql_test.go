@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
 	sqlprovider "github.com/electd/electd/providers/sql"
@@ -39,9 +38,9 @@ func randomTable() string {
 	return "electd_test_" + hex.EncodeToString(b)
 }
 
-func open(t *testing.T, s config.SQLSettings) providers.Provider {
+func open(t *testing.T, s sqlprovider.Settings) providers.Provider {
 	t.Helper()
-	p, err := sqlprovider.Open(context.Background(), config.Provider{Type: "sql", Name: "test", Settings: &s}, hclog.NewNullLogger())
+	p, err := s.Open(context.Background(), hclog.NewNullLogger())
 	if err != nil {
 		t.Fatalf("Open(%s): %v", s.Driver, err)
 	}
@@ -89,20 +88,20 @@ func (s *server) factory(t *testing.T) func(*testing.T) providers.Provider {
 			t.Errorf("drop %s: %v", table, err)
 		}
 	})
-	settings := config.SQLSettings{Driver: s.driver, DSN: s.dsn, Table: table}
+	settings := sqlprovider.Settings{Driver: s.driver, DSN: s.dsn, Table: table}
 	return func(t *testing.T) providers.Provider { return open(t, settings) }
 }
 
 func TestSQLite(t *testing.T) {
 	t.Parallel()
 	providertest.Run(t, func(t *testing.T) func(*testing.T) providers.Provider {
-		settings := config.SQLSettings{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "leases.db")}
+		settings := sqlprovider.Settings{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "leases.db")}
 		return func(t *testing.T) providers.Provider { return open(t, settings) }
 	}, providertest.Options{
 		// A file in a directory that does not exist cannot be opened: the
 		// closest honest "store down" for an embedded database.
 		Unreachable: func(t *testing.T) providers.Provider {
-			return open(t, config.SQLSettings{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "missing", "leases.db")})
+			return open(t, sqlprovider.Settings{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "missing", "leases.db")})
 		},
 		Watcher: false,
 	})
@@ -113,7 +112,7 @@ func TestPostgres(t *testing.T) {
 	s := reach(t, "postgres", "pgx", "ELECTD_TEST_POSTGRES_DSN", defaultPostgresDSN)
 	providertest.Run(t, s.factory, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
-			return open(t, config.SQLSettings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
+			return open(t, sqlprovider.Settings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
 		},
 		Watcher: true,
 	})
@@ -124,7 +123,7 @@ func TestMySQL(t *testing.T) {
 	s := reach(t, "mysql", "mysql", "ELECTD_TEST_MYSQL_DSN", defaultMySQLDSN)
 	providertest.Run(t, s.factory, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
-			return open(t, config.SQLSettings{Driver: "mysql", DSN: "root@tcp(127.0.0.1:1)/test?timeout=2s"})
+			return open(t, sqlprovider.Settings{Driver: "mysql", DSN: "root@tcp(127.0.0.1:1)/test?timeout=2s"})
 		},
 		Watcher: false,
 	})

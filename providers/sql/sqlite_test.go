@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
+	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 const (
@@ -95,7 +95,7 @@ func TestSQLiteChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := os.Getenv(childHolderEnv)
-	p := open(t, config.SQLSettings{Driver: "sqlite", DSN: file})
+	p := open(t, sqlprovider.Settings{Driver: "sqlite", DSN: file})
 	defer p.Close()
 	ctx := context.Background()
 	if _, err := p.Observe(ctx, "warm-up"); err != nil {

@@ -1,3 +1,3 @@
 provider "azure_blob" "a" { # ERROR: Missing required argument
-  container = "c"
+  container = "leases"
 }

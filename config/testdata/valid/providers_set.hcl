@@ -19,14 +19,14 @@ provider "mongodb" "m" {
   write_concern = "1"
 }
 provider "azure_blob" "a" {
-  connection_string = "DefaultEndpointsProtocol=https;AccountName=x"
-  container         = "c"
+  connection_string = "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=a2V5;EndpointSuffix=core.windows.net"
+  container         = "cc1"
 }
 provider "datastore" "d" {
   project_id       = "p"
   namespace        = "ns"
   kind             = "K"
-  credentials_file = "/etc/creds.json"
+  credentials_file = "testdata/valid/creds.json"
 }
 provider "etcd" "e" {
   endpoints    = ["e1:2379"]

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -7,7 +7,9 @@ import (
 	"testing"
 )
 
-func TestCheckConfigPerms(t *testing.T) {
+// Configuration that another user could change is refused by Load, so
+// `electd check` says so as `electd run` does; AllowUnsafeFiles accepts it.
+func TestUnsafeConfigFiles(t *testing.T) {
 	cases := []struct {
 		name    string
 		setup   func(t *testing.T, dir, file string)
@@ -34,7 +36,8 @@ func TestCheckConfigPerms(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.setup(t, dir, file)
-			err := checkConfigPerms([]string{dir})
+			_, diags := Load([]string{dir}, testOpts)
+			err := diags.Err()
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -42,6 +45,11 @@ func TestCheckConfigPerms(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			case tc.wantErr != "" && !strings.Contains(err.Error(), "-allow-unsafe-config"):
 				t.Errorf("error does not name the override flag: %v", err)
+			}
+			opts := testOpts
+			opts.AllowUnsafeFiles = true
+			if _, diags := Load([]string{dir}, opts); diags.HasErrors() {
+				t.Errorf("AllowUnsafeFiles: %v", diags.Err())
 			}
 		})
 	}

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// HolderReserve is what the agent adds to the node_id in a lease's holder:
+// "#" and the 8 hex digits of its process's incarnation.
+const HolderReserve = 9
+
+// checkLimits applies the rules that need the whole configuration: each
+// store's limits on the jobs that use it (name, node_id, ttl), the floor of
+// every ttl, and a shutdown_timeout that leaves every child its stop_timeout.
+func checkLimits(a *agentDecl, jobs []*jobDecl, provs []*providerDecl) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	holderChecked := map[*providerDecl]bool{}
+	var longest *jobDecl
+	for _, j := range jobs {
+		if longest == nil || j.StopTimeout() > longest.StopTimeout() {
+			longest = j
+		}
+		p := j.provider
+		if p == nil || p.Settings == nil {
+			continue
+		}
+		lim := p.Settings.Limits()
+		if len(j.Name) > lim.MaxKey {
+			diags = append(diags, errorf(j.nameRange, "Job name too long",
+				"The job name is %d bytes; provider %s keeps leases under keys of at most %d bytes.", len(j.Name), p.Ref(), lim.MaxKey))
+		}
+		if j.ttlOK {
+			if err := lim.CheckTTL(j.TTL); err != nil {
+				diags = append(diags, errorf(j.ttlRange, "Invalid ttl for "+p.Type,
+					"The ttl of a job on provider %s is refused by the store: %s (the store accepts %s).", p.Ref(), err, describeTTL(lim.MinTTL, lim.MaxTTL, lim.TTLStep)))
+			}
+		}
+		if !holderChecked[p] && len(a.NodeID)+HolderReserve > lim.MaxHolder {
+			holderChecked[p] = true
+			diags = append(diags, errorf(a.nodeIDRange, "node_id too long",
+				"The node_id is %d bytes; provider %s keeps the holder of a lease in at most %d bytes, of which the agent uses %d to tell its processes apart: at most %d bytes.", len(a.NodeID), p.Ref(), lim.MaxHolder, HolderReserve, lim.MaxHolder-HolderReserve))
+		}
+	}
+	if longest != nil && a.shutdownOK && a.ShutdownTimeout <= longest.StopTimeout()+KillMargin {
+		diags = append(diags, errorf(a.shutdownRange, "shutdown_timeout too short",
+			"The shutdown_timeout (%s) must be longer than the longest stop_timeout (%s, job %q) plus the %s kill margin: otherwise a stopping agent kills that job's child before its stop signal has had its time, and skips on_demoted.",
+			a.ShutdownTimeout, longest.StopTimeout(), longest.Name, KillMargin))
+	}
+	return diags
+}
+
+// describeTTL says which ttls a store accepts.
+func describeTTL(lo, hi, step time.Duration) string {
+	s := "at least " + max(lo, MinTTL).String()
+	if hi > 0 {
+		s = "from " + max(lo, MinTTL).String() + " to " + hi.String()
+	}
+	if step == time.Second {
+		s = "whole seconds " + s
+	} else if step > 0 {
+		s += " in steps of " + step.String()
+	}
+	return s
+}

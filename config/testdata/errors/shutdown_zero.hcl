@@ -1,0 +1,3 @@
+agent {
+  shutdown_timeout = "0s" # ERROR: Invalid shutdown_timeout
+}

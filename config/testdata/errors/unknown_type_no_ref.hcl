@@ -1,0 +1,5 @@
+provider "sqll" "s" { # ERROR: Unknown provider type
+  dsn = "x"
+}
+job "a" {
+}

@@ -1,0 +1,36 @@
+// Package registry is the one table of lease stores this build of electd
+// knows, by the type label of a provider block. Adding a store is its own
+// package and one line here.
+package registry
+
+import (
+	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/azureblob"
+	"github.com/electd/electd/providers/datastore"
+	"github.com/electd/electd/providers/etcd"
+	"github.com/electd/electd/providers/mongodb"
+	"github.com/electd/electd/providers/redis"
+	"github.com/electd/electd/providers/sql"
+)
+
+// Types returns the provider types by name.
+func Types() map[string]providers.Type {
+	return map[string]providers.Type{
+		"azure_blob": azureblob.Type(),
+		"datastore":  datastore.Type(),
+		"etcd":       etcd.Type(),
+		"mongodb":    mongodb.Type(),
+		"redis":      redis.Type(),
+		"sql":        sql.Type(),
+	}
+}
+
+// Default is the provider jobs use when a configuration declares none: a
+// SQLite file in the working directory, so the quickstart runs several
+// agents on one machine with no server to install. It is decoded like any
+// block the operator writes.
+const Default = `provider "sql" "default" {
+  driver = "sqlite"
+  dsn    = "electd.db"
+}
+`

@@ -1,0 +1,137 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2/hcldec"
+)
+
+// Type is one kind of lease store as the configuration language sees it.
+// The store's package owns it: the schema of a `provider "TYPE" "NAME"`
+// block, the rules on its values, and how to open the store. The registry
+// (package providers/registry) maps type names to Types; nothing else names
+// a store.
+type Type struct {
+	// Spec is the hcldec spec of the block's body.
+	Spec hcldec.Spec
+	// Decode turns a block decoded by Spec into settings, adding a
+	// diagnostic to b for a value of the wrong form. The loader then runs
+	// the settings' Validate, the one the store's constructor runs, so a
+	// block that loads cleanly is one the store opens (short of connecting).
+	Decode func(b *Block) Settings
+}
+
+// Settings are a provider block's values, typed by the store's package.
+type Settings interface {
+	// Validate checks every rule that needs no store: names, formats, DSN
+	// and URI parsing. Its errors are *FieldError, joined.
+	Validate() error
+	// Limits are what the store accepts of the jobs that use it.
+	Limits() Limits
+	// Open returns a client on the store. It runs Validate first.
+	Open(ctx context.Context, log hclog.Logger) (Provider, error)
+}
+
+// FieldError is a problem with one attribute of a provider block. Detail is
+// a whole sentence that never repeats the value: it may be a secret.
+type FieldError struct {
+	Attr    string
+	Summary string
+	Detail  string
+}
+
+func (e *FieldError) Error() string { return e.Attr + ": " + e.Detail }
+
+// Fieldf returns a *FieldError.
+func Fieldf(attr, summary, detail string, args ...any) *FieldError {
+	return &FieldError{Attr: attr, Summary: summary, Detail: fmt.Sprintf(detail, args...)}
+}
+
+// Limits are the bounds a store puts on the jobs that use it. They are
+// declared once per store: its Acquire checks them at run time and
+// `electd check` applies them to each job's name, the node_id and the ttl.
+type Limits struct {
+	MaxKey    int           // bytes of a lease key (the job name)
+	MaxHolder int           // bytes of a holder (the node_id)
+	MinTTL    time.Duration // the store's floor
+	MaxTTL    time.Duration // 0: no ceiling
+	TTLStep   time.Duration // the ttl must be a multiple of it; 0: any
+}
+
+// Check checks one lease request against the limits.
+func (l Limits) Check(key, holder string, ttl time.Duration) error {
+	if err := l.CheckTTL(ttl); err != nil {
+		return err
+	}
+	switch {
+	case key == "" || len(key) > l.MaxKey:
+		return fmt.Errorf("key must be 1 to %d bytes", l.MaxKey)
+	case holder == "" || len(holder) > l.MaxHolder:
+		return fmt.Errorf("holder must be 1 to %d bytes", l.MaxHolder)
+	}
+	return nil
+}
+
+// CheckTTL checks a ttl against the store's floor, ceiling and step.
+func (l Limits) CheckTTL(ttl time.Duration) error {
+	switch {
+	case ttl < l.MinTTL || ttl <= 0:
+		return fmt.Errorf("ttl %s is shorter than %s", ttl, max(l.MinTTL, time.Nanosecond))
+	case l.MaxTTL > 0 && ttl > l.MaxTTL:
+		return fmt.Errorf("ttl %s is longer than %s", ttl, l.MaxTTL)
+	case l.TTLStep > 0 && ttl%l.TTLStep != 0:
+		return fmt.Errorf("ttl %s is not a whole multiple of %s", ttl, l.TTLStep)
+	}
+	return nil
+}
+
+// ErrInvalidSettings marks an error of Settings.Validate.
+var ErrInvalidSettings = errors.New("providers: invalid settings")
+
+// Invalid joins field errors into one error that is ErrInvalidSettings, or
+// returns nil when there are none.
+func Invalid(errs ...*FieldError) error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &invalidError{errors.Join(out...)}
+}
+
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string   { return e.err.Error() }
+func (e *invalidError) Unwrap() []error { return []error{ErrInvalidSettings, e.err} }
+
+// FieldErrors lists the field errors inside err.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		if fe, ok := err.(*FieldError); ok {
+			out = append(out, fe)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}
