@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/internal/redact"
 )
 
 // Job states as the API reports them.
@@ -60,6 +63,10 @@ type Options struct {
 	// reports the last outcome (GET /v1/reload).
 	Reload     func(context.Context) ReloadStatus
 	LastReload func() *ReloadStatus
+	// Redact masks the configuration's secrets in every JSON answer: a
+	// job's last_error and a reload's error quote what the store or the
+	// loader said, and GET needs no authorization. Nil masks nothing.
+	Redact *redact.Set
 }
 
 // Handler returns the API's routes.
@@ -88,18 +95,18 @@ func Handler(o Options) http.Handler {
 type server struct{ o Options }
 
 func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.o.Agent.Jobs())
+	s.writeJSON(w, http.StatusOK, s.o.Agent.Jobs())
 }
 
 func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("job")
 	for _, j := range s.o.Agent.Jobs() {
 		if j.Job == name {
-			writeJSON(w, http.StatusOK, j)
+			s.writeJSON(w, http.StatusOK, j)
 			return
 		}
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+	s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
 }
 
 func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
@@ -107,12 +114,12 @@ func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 	err := s.o.Agent.StepDown(name)
 	switch {
 	case errors.Is(err, ErrNoSuchJob):
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+		s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
 	case err != nil:
-		writeError(w, http.StatusConflict, err.Error())
+		s.writeError(w, http.StatusConflict, err.Error())
 	default:
 		s.o.Logger.Info("step-down requested through the API", "job", name, "remote", r.RemoteAddr)
-		writeJSON(w, http.StatusAccepted, map[string]string{"job": name, "result": "stepping down"})
+		s.writeJSON(w, http.StatusAccepted, map[string]string{"job": name, "result": "stepping down"})
 	}
 }
 
@@ -120,10 +127,10 @@ func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 // longer than its ttl.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	if wedged := Wedged(s.o.Agent.Jobs(), s.o.Now()); len(wedged) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
+		s.writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // Wedged describes the jobs whose loop has completed no lease operation for
@@ -141,10 +148,10 @@ func Wedged(jobs []JobStatus, now time.Time) []string {
 
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.o.Agent.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // authorized guards a handler with the bearer token. Without a token
@@ -154,7 +161,7 @@ func (s *server) authorized(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.o.Token == "" {
 			if !loopbackRemote(r.RemoteAddr) {
-				writeError(w, http.StatusForbidden, "no api_token is configured: only loopback clients may call this")
+				s.writeError(w, http.StatusForbidden, "no api_token is configured: only loopback clients may call this")
 				return
 			}
 			h(w, r)
@@ -163,7 +170,7 @@ func (s *server) authorized(h http.HandlerFunc) http.HandlerFunc {
 		got, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="electd"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			s.writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return
 		}
 		h(w, r)
@@ -192,14 +199,19 @@ func loopbackRemote(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+// writeJSON is the only way an answer leaves the API, so every answer is
+// masked: the encoded body as a whole, whatever field the text is in (the
+// redactor knows a secret's JSON-escaped forms too).
+func (s *server) writeJSON(w http.ResponseWriter, status int, v any) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, s.o.Redact.String(b.String()))
 }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
+func (s *server) writeError(w http.ResponseWriter, status int, msg string) {
+	s.writeJSON(w, status, map[string]string{"error": msg})
 }

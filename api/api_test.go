@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/redact"
 )
 
 // jobsAgent is a fixed set of job states: this file tests the HTTP layer; the
@@ -152,5 +155,34 @@ func TestReadyz(t *testing.T) {
 	a.ready = true
 	if code, _ := do(t, h, "GET", "/readyz", "", ""); code != 200 {
 		t.Errorf("ready: %d, want 200", code)
+	}
+}
+
+// GET needs no authorization, so every answer is masked: a store's error in
+// last_error and a rejected reload's error quote credentials as the store
+// or the loader wrote them, JSON-escaped in the body.
+func TestAnswersMaskSecrets(t *testing.T) {
+	const sasToken = "sv=2022-11-02&sig=c4n4ry%2Bsig%3D"
+	const password = `pa"ss<c4n4ry>`
+	a := newAgent()
+	a.jobs[0].LastError = `azureblob: acquire "billing": Put "http://h/c/billing?comp=lease&` + sasToken + `": connection refused`
+	a.jobs[1].LastError = "sql: connect: password " + password + " rejected"
+	rejected := ReloadStatus{Time: now, Error: "sql.main: cannot open: " + password}
+	h := Handler(Options{Agent: a, Now: func() time.Time { return now },
+		Reload:     func(context.Context) ReloadStatus { return rejected },
+		LastReload: func() *ReloadStatus { return &rejected },
+		Redact:     redact.New(sasToken, password)})
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/v1/jobs"}, {"GET", "/v1/jobs/billing"}, {"GET", "/v1/jobs/report"},
+		{"POST", "/v1/reload"}, {"GET", "/v1/reload"},
+	} {
+		code, body := do(t, h, req.method, req.path, "127.0.0.1:1", "")
+		if strings.Contains(body, "c4n4ry") || !strings.Contains(body, redact.Mask) {
+			t.Errorf("%s %s: %d %s\nwant the secrets masked", req.method, req.path, code, body)
+		}
+		var v any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Errorf("%s %s: the masked answer is not JSON: %v", req.method, req.path, err)
+		}
 	}
 }

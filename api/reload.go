@@ -22,7 +22,7 @@ type ReloadStatus struct {
 // new configuration was rejected.
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
 	if s.o.Reload == nil {
-		writeError(w, http.StatusNotImplemented, "this agent cannot reload")
+		s.writeError(w, http.StatusNotImplemented, "this agent cannot reload")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
@@ -30,10 +30,10 @@ func (s *server) reload(w http.ResponseWriter, r *http.Request) {
 	st := s.o.Reload(ctx)
 	s.o.Logger.Info("reload requested through the API", "ok", st.OK, "remote", r.RemoteAddr)
 	if !st.OK {
-		writeJSON(w, http.StatusUnprocessableEntity, st)
+		s.writeJSON(w, http.StatusUnprocessableEntity, st)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	s.writeJSON(w, http.StatusOK, st)
 }
 
 // lastReload shows the outcome of the last reload, however it was asked for.
@@ -43,8 +43,8 @@ func (s *server) lastReload(w http.ResponseWriter, r *http.Request) {
 		st = s.o.LastReload()
 	}
 	if st == nil {
-		writeError(w, http.StatusNotFound, "no reload since the agent started")
+		s.writeError(w, http.StatusNotFound, "no reload since the agent started")
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	s.writeJSON(w, http.StatusOK, st)
 }

@@ -259,7 +259,9 @@ func (b attrs) eventString(name string) (String, cty.Value, *hcl.Attribute) {
 	return String{x}, v, a
 }
 
-func (b attrs) eventMap(name string) StringMap {
+// eventMap is a map(string) evaluated when an action fires, and its value
+// now (unknown where it depends on the event).
+func (b attrs) eventMap(name string) (StringMap, cty.Value) {
 	x, v, a := b.eventValue(name, cty.Map(cty.String))
 	if v.IsKnown() && !v.IsNull() {
 		for it := v.ElementIterator(); it.Next(); {
@@ -270,7 +272,7 @@ func (b attrs) eventMap(name string) StringMap {
 			}
 		}
 	}
-	return StringMap{x}
+	return StringMap{x}, v
 }
 
 // command checks the argv list of a run, task or exec block.

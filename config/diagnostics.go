@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcled"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/electd/electd/internal/redact"
 )
 
 // Diagnostics are the problems Load found, with the parsed files so they can
@@ -314,10 +316,14 @@ const (
 )
 
 // finish makes the diagnostics fit to show, whatever found them: at most
-// maxDiags, bounded text, and no control characters. Labels, names, values
-// and file names reach the text from the files and the command line; a
-// terminal would obey the escape sequences in them.
-func (d *Diagnostics) finish() {
+// maxDiags, bounded text, no control characters, and no secret. Labels,
+// names, values and file names reach the text from the files and the
+// command line; a terminal would obey the escape sequences in them. A
+// secret, or a value read with env() or file(), reaches it when a function
+// quotes its argument; red masks them in Summary and Detail before the text
+// is escaped or cut, which would hide them from it. Snippets show the
+// source as written, not values, and stay.
+func (d *Diagnostics) finish(red *redact.Set) {
 	d.diags = limitDiags(d.diags)
 	files := make(map[string]*hcl.File, len(d.files))
 	for name, f := range d.files {
@@ -327,8 +333,8 @@ func (d *Diagnostics) finish() {
 	}
 	d.files = files
 	for _, x := range d.diags {
-		x.Summary = truncate(escape(x.Summary, false), maxSummary)
-		x.Detail = truncate(escape(x.Detail, true), maxDetail)
+		x.Summary = truncate(escape(red.String(x.Summary), false), maxSummary)
+		x.Detail = truncate(escape(red.String(x.Detail), true), maxDetail)
 		x.Subject = escapeRange(x.Subject)
 		x.Context = escapeRange(x.Context)
 	}

@@ -13,14 +13,38 @@ import (
 )
 
 // reads records the env() and file() values one block read while it was
-// decoded, so a job's fingerprint changes when they do. A nil *reads records
-// nothing: the evaluation contexts kept for actions (evaluated concurrently
-// by the agent long after Load) must not write to shared state.
+// decoded, so a job's fingerprint changes when they do.
 type reads map[string]string
 
 func (r reads) add(k, v string) {
 	if r != nil {
 		r[k] = v
+	}
+}
+
+// unsetMark is what reads records for an unset environment variable.
+const unsetMark = "\x00unset"
+
+// readLog is where the static evaluation contexts record the values env()
+// and file() return: the reads of the block being decoded (nil between
+// blocks), and every value read during the whole Load. Diagnostics mask the
+// latter: a function that fails quotes its argument (parseint(env("TOKEN"))
+// says it cannot parse the token), and a value read from the environment or
+// a file may be a secret that no attribute names. A nil *readLog records
+// nothing: the contexts kept for actions (evaluated concurrently by the
+// agent long after Load) must not write to shared state.
+type readLog struct {
+	block  reads
+	values []string
+}
+
+func (r *readLog) add(k, v string) {
+	if r == nil {
+		return
+	}
+	r.block.add(k, v)
+	if v != unsetMark {
+		r.values = append(r.values, v)
 	}
 }
 
@@ -34,16 +58,11 @@ func (e envUnsetError) Error() string {
 
 // functions are the functions available in every expression. dir is the
 // directory of the file being evaluated (file() is relative to it); rec
-// receives the values read, when it is not nil. It is called through a
-// pointer so the loader can point it at the block being decoded. With
-// noEnv, env() reads no environment: a variable without a default is an
-// unknown string, so `check -no-env` judges a file the same on any machine.
-func functions(dir string, rec *reads, noEnv bool) map[string]function.Function {
-	record := func(k, v string) {
-		if rec != nil {
-			rec.add(k, v)
-		}
-	}
+// receives the values read, when it is not nil. With noEnv, env() reads no
+// environment: a variable without a default is an unknown string, so
+// `check -no-env` judges a file the same on any machine.
+func functions(dir string, rec *readLog, noEnv bool) map[string]function.Function {
+	record := rec.add
 	fns := map[string]function.Function{
 		"env": function.New(&function.Spec{
 			Description: "The value of an environment variable, or the default when unset.",
@@ -69,7 +88,7 @@ func functions(dir string, rec *reads, noEnv bool) map[string]function.Function 
 				}
 				// Record the absence too: setting the variable later
 				// changes what the job runs.
-				record("env:"+name, "\x00unset")
+				record("env:"+name, unsetMark)
 				if len(args) == 2 {
 					return args[1], nil
 				}
@@ -177,7 +196,7 @@ func stdlibFunctions() map[string]function.Function {
 // evalContexts are the two contexts of one file: static for everything
 // evaluated at load time (records reads), runtime for the expressions kept
 // for actions (records nothing).
-func evalContexts(filename string, rec *reads, noEnv bool) (static, runtime *hcl.EvalContext) {
+func evalContexts(filename string, rec *readLog, noEnv bool) (static, runtime *hcl.EvalContext) {
 	dir := filepath.Dir(filename)
 	static = &hcl.EvalContext{Functions: functions(dir, rec, noEnv)}
 	runtime = &hcl.EvalContext{Functions: functions(dir, nil, noEnv)}

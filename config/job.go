@@ -233,7 +233,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 		diags = append(diags, checkTiming(j.Job, b, block)...)
 	}
 	j.src = l.blockSource(block)
-	j.reads = l.cur
+	j.reads = l.rec.block
 	return j, diags
 }
 
@@ -322,7 +322,8 @@ func (b attrs) signal(name string) syscall.Signal {
 
 func (b attrs) commandBlock(block *hcl.Block) Command {
 	dir, _, _ := b.eventString("dir")
-	return Command{Argv: b.command(block), Env: b.eventMap("env"), Dir: dir}
+	env, _ := b.eventMap("env")
+	return Command{Argv: b.command(block), Env: env, Dir: dir}
 }
 
 func (l *loader) decodeRunBlock(block *hcl.Block) (*Run, hcl.Diagnostics) {
@@ -465,9 +466,23 @@ func (l *loader) decodeWebhookBlock(block *hcl.Block) (*Webhook, hcl.Diagnostics
 		case pu.Host == "":
 			diags = append(diags, errorf(ua.Expr.Range(), "Invalid webhook URL", "The url has no host."))
 		}
+		if err == nil {
+			l.secret(urlSecrets(pu)...)
+		}
 	}
 	w.Body, _, _ = b.eventString("body")
-	w.Headers = b.eventMap("headers")
+	var headers cty.Value
+	w.Headers, headers = b.eventMap("headers")
+	// Header values carry credentials (Authorization, X-Api-Key); those
+	// known now are secrets. One that depends on the event is not known
+	// until it fires: the webhook package never logs header values.
+	if headers.IsKnown() && !headers.IsNull() {
+		for it := headers.ElementIterator(); it.Next(); {
+			if _, v := it.Element(); v.IsKnown() && !v.IsNull() {
+				l.secret(v.AsString())
+			}
+		}
+	}
 	w.Secret = b.line("secret", "")
 	l.secret(w.Secret)
 	w.Timeout, _ = b.duration("timeout", DefaultWebhookTimeout)
@@ -483,6 +498,22 @@ func (l *loader) decodeWebhookBlock(block *hcl.Block) (*Webhook, hcl.Diagnostics
 	}
 	w.CAFile = b.str("ca_file", "")
 	return w, diags
+}
+
+// urlSecrets are the parts of a webhook URL that may be credentials: the
+// userinfo and its password, the path (Slack-style URLs carry a token in
+// it), as written and decoded, and the query. Only the scheme and host are
+// not secret. The query's values are not taken one by one: "json" in
+// ?format=json would mask an ordinary word everywhere.
+func urlSecrets(u *url.URL) []string {
+	var out []string
+	if u.User != nil {
+		out = append(out, u.User.String())
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		}
+	}
+	return append(out, u.EscapedPath(), u.Path, u.RawQuery)
 }
 
 // resolveProviders sets each job's provider reference, checks it names a

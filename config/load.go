@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/electd/electd/internal/redact"
 	"github.com/electd/electd/providers"
 )
 
@@ -25,11 +26,13 @@ type loader struct {
 	ctxs   map[string]fileCtx
 	// read counts the bytes of the files read, against maxTotalSize.
 	read int64
-	// secrets are the values of secret attributes outside provider blocks.
+	// secrets are every secret value met: those of secret attributes, and
+	// the secret parts inside values (as providers declare them, and those
+	// of webhook URLs).
 	secrets []string
-	// cur collects the env() and file() reads of the block being decoded;
-	// each file's static context records into it through a pointer.
-	cur reads
+	// rec collects what env() and file() read; each file's static context
+	// records into it through a pointer.
+	rec readLog
 }
 
 type fileCtx struct {
@@ -77,8 +80,10 @@ func Load(paths []string, opts Options) (cfg *Config, diags *Diagnostics) {
 				Detail:   fmt.Sprintf("electd failed while reading the configuration: %v. Please report this bug.", r),
 			})
 		}
-		// Every diagnostic passes here, whatever found it.
-		diags.finish()
+		// Every diagnostic passes here, whatever found it. Its text is
+		// masked with everything Load learnt was secret or read from the
+		// environment or a file, even when the configuration is invalid.
+		diags.finish(l.redactor())
 	}()
 	cfg, d := l.load(paths)
 	l.files = l.parser.Files()
@@ -173,9 +178,8 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 	diags = append(diags, checkLimits(agentDecl, decls, provs)...)
 	for _, p := range provs {
 		cfg.Providers = append(cfg.Providers, p.Provider)
-		cfg.Secrets = append(cfg.Secrets, p.secrets...)
 	}
-	cfg.Secrets = append(cfg.Secrets, l.secrets...)
+	cfg.Secrets = l.secrets
 	for _, j := range decls {
 		cfg.Jobs = append(cfg.Jobs, j.Job)
 	}
@@ -212,30 +216,39 @@ func configFiles(path string) ([]string, error) {
 	return out, nil
 }
 
-// secret remembers the value of a secret attribute.
-func (l *loader) secret(v string) {
-	if v != "" {
-		l.secrets = append(l.secrets, v)
+// secret remembers secret values (empty and short ones are not masked:
+// package redact drops them).
+func (l *loader) secret(v ...string) { l.secrets = append(l.secrets, v...) }
+
+// redactor masks diagnostics: every secret met, and every value env() and
+// file() returned, also without the surrounding space trimspace(file(...))
+// removes. Values read by a configuration that turned out invalid, or whose
+// decoding panicked, are masked all the same.
+func (l *loader) redactor() *redact.Set {
+	r := redact.New(l.secrets...)
+	for _, v := range l.rec.values {
+		r.Add(v, strings.TrimSpace(v))
 	}
+	return r
 }
 
 // contexts returns the evaluation contexts of the file a range is in.
 func (l *loader) contexts(filename string) fileCtx {
 	c, ok := l.ctxs[filename]
 	if !ok {
-		c.static, c.runtime = evalContexts(filename, &l.cur, l.opts.NoEnv)
+		c.static, c.runtime = evalContexts(filename, &l.rec, l.opts.NoEnv)
 		l.ctxs[filename] = c
 	}
 	return c
 }
 
 // startReads begins collecting the reads of one block.
-func (l *loader) startReads() { l.cur = reads{} }
+func (l *loader) startReads() { l.rec.block = reads{} }
 
 // endReads returns the reads collected since startReads.
 func (l *loader) endReads() reads {
-	r := l.cur
-	l.cur = nil
+	r := l.rec.block
+	l.rec.block = nil
 	return r
 }
 

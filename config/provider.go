@@ -18,7 +18,6 @@ type providerDecl struct {
 	DeclRange hcl.Range
 	src       []byte
 	reads     reads
-	secrets   []string
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -123,7 +122,7 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 
 	p := &providerDecl{Provider: Provider{Type: typ, Name: name, Settings: settings}, DeclRange: block.DefRange}
 	p.src = l.blockSource(block)
-	p.reads = l.cur
-	p.secrets = b.Secrets()
+	p.reads = l.rec.block
+	l.secret(settings.Secrets()...)
 	return p, diags
 }

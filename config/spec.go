@@ -20,8 +20,10 @@ type Config struct {
 	Agent     Agent
 	Providers []Provider // in declaration order
 	Jobs      []Job      // in declaration order
-	// Secrets are the values of every secret attribute, so that they can be
-	// removed from whatever the agent prints.
+	// Secrets are the values of every secret attribute and the secret parts
+	// inside values (a DSN's password, a webhook URL's query), so that they
+	// can be removed from whatever the agent prints (package
+	// internal/redact). docs/configuration.md#secrets lists them.
 	Secrets []string
 }
 

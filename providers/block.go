@@ -25,7 +25,6 @@ type Block struct {
 	Missing  hcl.Range      // where a missing attribute would go
 	Diags    hcl.Diagnostics
 
-	secrets  []string
 	unknown  map[string]bool
 	reported map[string]bool // attributes that already have an error
 }
@@ -122,19 +121,6 @@ func (b *Block) String(name, def string) string {
 	b.checkLine(name, s)
 	return s
 }
-
-// Secret is String for a secret: its value is remembered so that it can be
-// removed from everything the agent prints.
-func (b *Block) Secret(name, def string) string {
-	s := b.String(name, def)
-	if s != "" && s != def {
-		b.secrets = append(b.secrets, s)
-	}
-	return s
-}
-
-// Secrets are the values read with Secret.
-func (b *Block) Secrets() []string { return b.secrets }
 
 func (b *Block) checkLine(name, s string) {
 	if detail := NotOneLine(name, s); detail != "" {

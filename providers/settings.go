@@ -34,6 +34,14 @@ type Settings interface {
 	Limits() Limits
 	// Open returns a client on the store. It runs Validate first.
 	Open(ctx context.Context, log hclog.Logger) (Provider, error)
+	// Secrets are the values that must never be shown: each secret
+	// attribute whole, and the secret parts inside it (the password of a
+	// DSN, the signature of a SAS token), because a driver's error may
+	// quote a part without the whole, or the whole re-encoded. The agent
+	// masks them in its logs, API answers and command output (package
+	// internal/redact). Only the store's package knows where its secrets
+	// hide, so each declares its own.
+	Secrets() []string
 }
 
 // FieldError is a problem with one attribute of a provider block. Detail is

@@ -285,7 +285,7 @@ func (s *Sender) attempt(d delivery) (int, time.Duration, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.body))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, withoutURL(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "electd/"+s.opts.Version)
@@ -303,15 +303,15 @@ func (s *Sender) attempt(d delivery) (int, time.Duration, error) {
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, 0, &attemptError{msg: redactErr(err, d.url), final: untrusted(err)}
+		return 0, 0, &attemptError{msg: withoutURL(err).Error(), final: untrusted(err)}
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
 	return resp.StatusCode, retryAfter(resp), nil
 }
 
-// attemptError is a failed attempt with no HTTP answer. Its text has the
-// URL redacted.
+// attemptError is a failed attempt with no HTTP answer. Its text has no
+// URL: the log shows the URL's scheme and host beside it.
 type attemptError struct {
 	msg   string
 	final bool // retrying cannot help

@@ -667,3 +667,50 @@ func TestSecretsNotLogged(t *testing.T) {
 		t.Errorf("the failure was not logged:\n%s", logs.String())
 	}
 }
+
+// A URL's userinfo, path and query never reach the log, whatever the
+// attempt's failure: an answer of 500, a refused connection, or a TLS
+// handshake with a plain HTTP server, whose errors net/http wraps in a
+// *url.Error quoting the URL (scheme lower-cased, password masked, query
+// kept); an upper-case scheme included.
+func TestURLCredentialsNotLogged(t *testing.T) {
+	rcv := newReceiver(t, 500)
+	host := strings.TrimPrefix(rcv.URL, "http://")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := l.Addr().String()
+	l.Close()
+	const rest = "://hookuser:PASSWORD-c4n4ry@%s/hooks/SECRETPATH-c4n4ry?token=TOKEN-c4n4ry&x=1"
+	tests := []struct{ name, url, host string }{
+		{"answer 500", "http" + rest, host},
+		{"answer 500, upper-case scheme", "HTTP" + rest, host},
+		{"connection refused", "http" + rest, refused},
+		{"connection refused, upper-case scheme", "HTTP" + rest, refused},
+		{"TLS to a plain HTTP server", "HTTPS" + rest, host},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 2", fmt.Sprintf(tt.url, tt.host)))
+			var logs syncBuffer
+			res := &results{}
+			s := newSender(t, res, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace})})
+			s.Send(context.Background(), "billing", w, event(1))
+			waitFor(t, "result", func() bool { return res.total() == 1 })
+			out := logs.String()
+			for _, secret := range []string{"PASSWORD", "SECRETPATH", "TOKEN", "hookuser", "c4n4ry"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("log shows %q:\n%s", secret, out)
+				}
+			}
+			scheme, _, _ := strings.Cut(tt.url, ":")
+			if want := strings.ToLower(scheme) + "://" + tt.host; !strings.Contains(out, "url="+want+" ") {
+				t.Errorf("log does not name %s:\n%s", want, out)
+			}
+			if !strings.Contains(out, "retrying") {
+				t.Errorf("no retry logged:\n%s", out)
+			}
+		})
+	}
+}

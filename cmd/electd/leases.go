@@ -12,6 +12,7 @@ import (
 
 	"github.com/electd/electd/agent"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/redact"
 	"github.com/electd/electd/providers"
 )
 
@@ -40,6 +41,9 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		diags.WriteText(stderr)
 		return 1
 	}
+	// A store's error may quote its credentials; the table and JSON show
+	// them masked, as the agent's log and API do.
+	secrets := redact.New(cfg.Secrets...)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
@@ -67,7 +71,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 			spec, _ := cfg.Provider(job.Provider)
 			var err error
 			if p, err = spec.Settings.Open(ctx, hclog.NewNullLogger()); err != nil {
-				r.Error = err.Error()
+				r.Error = secrets.String(err.Error())
 				rows, failed = append(rows, r), true
 				continue
 			}
@@ -75,7 +79,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		}
 		l, err := p.Observe(ctx, job.Name)
 		if err != nil {
-			r.Error, failed = err.Error(), true
+			r.Error, failed = secrets.String(err.Error()), true
 		} else {
 			r.Holder, r.Process = agent.SplitHolder(l.Holder)
 			r.Token = l.Token

@@ -14,6 +14,7 @@ import (
 	"github.com/electd/electd/agent"
 	"github.com/electd/electd/api"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/redact"
 )
 
 // reloader re-reads the configuration files for SIGHUP and POST /v1/reload,
@@ -25,6 +26,7 @@ type reloader struct {
 	agent     *agent.Agent
 	log       hclog.Logger
 	started   config.Agent // the agent block in force; it needs a restart to change
+	secrets   *redact.Set  // masks the log and the API; grows with each configuration loaded
 
 	mu   sync.Mutex
 	last *api.ReloadStatus
@@ -56,6 +58,9 @@ func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
 	if diags.HasErrors() {
 		return fail(diagSummary(diags))
 	}
+	// Before anything can log about the new configuration. The old
+	// secrets stay: a line about the old DSN may still come.
+	r.secrets.Add(cfg.Secrets...)
 	if changed := agentBlockChanges(r.started, cfg.Agent); len(changed) > 0 {
 		r.log.Warn("the agent block changed; those settings take effect at the next restart", "attributes", strings.Join(changed, ", "))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/go-sql-driver/mysql"
 	"github.com/hashicorp/go-hclog"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/electd/electd/agent"
 	"github.com/electd/electd/api"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/redact"
 	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
 )
@@ -58,10 +61,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	diags.WriteText(stderr) // warnings, if any
 
-	log := newLogger(cfg.Agent, stderr)
+	// Every line the agent logs and every API answer is masked with the
+	// configuration's secrets; a reload adds the new configuration's.
+	secrets := redact.New(cfg.Secrets...)
+	log := newLogger(cfg.Agent, secrets.Writer(stderr))
 	// go-redis logs failed dials through a logger of its own; route it
 	// into ours so log_format = "json" holds for every line.
 	goredis.SetLogger(redisLog{log.Named("provider.redis")})
+	// Go's log package and the MySQL driver write to stderr on their own;
+	// their lines pass through the same masking, in their own format.
+	stdlog.SetOutput(secrets.Writer(stderr))
+	mysql.SetLogger(stdlog.New(secrets.Writer(stderr), "[mysql] ", stdlog.LstdFlags))
 	m := metrics.New(version, buildCommit())
 	// The shim is this very binary: /proc/self/exe still runs it after an
 	// upgrade replaced or removed the file on disk.
@@ -93,7 +103,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	rl := &reloader{paths: paths, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), started: cfg.Agent}
+	rl := &reloader{paths: paths, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), started: cfg.Agent, secrets: secrets}
 
 	// The API listens before READY=1, so a unit ordered after electd finds it.
 	var srv *http.Server
@@ -105,7 +115,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		srv = &http.Server{
 			Handler: api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
-				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload}),
+				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Redact: secrets}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go func() {
@@ -187,6 +197,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// newLogger is the agent's one root logger. w must mask secrets (a
+// redact.Set's Writer): hclog writes each line with one Write, at every
+// level, whichever subsystem logs it, so masking there covers them all.
 func newLogger(ac config.Agent, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "electd",

@@ -45,9 +45,9 @@ func Type() providers.Type {
 		},
 		Decode: func(b *providers.Block) providers.Settings {
 			s := &Settings{
-				ConnectionString: b.Secret("connection_string", ""),
+				ConnectionString: b.String("connection_string", ""),
 				AccountURL:       b.String("account_url", ""),
-				SASToken:         b.Secret("sas_token", ""),
+				SASToken:         b.String("sas_token", ""),
 				Container:        b.String("container", DefaultContainer),
 			}
 			return s
@@ -57,6 +57,43 @@ func Type() providers.Type {
 
 // Limits are Azure's lease durations and the record's field sizes.
 func (s *Settings) Limits() providers.Limits { return limits }
+
+// Secrets are the connection string, the SAS token, and the credentials
+// inside them: a connection string's AccountKey and SharedAccessSignature,
+// and an account_url's query (a SAS token too). The SDK's errors quote the
+// request URL, whose query it rebuilds from the token sorted and
+// re-escaped, so the token as written is not enough: see sasSecrets.
+func (s *Settings) Secrets() []string {
+	out := []string{s.ConnectionString, s.SASToken}
+	out = append(out, sasSecrets(s.SASToken)...)
+	if u, err := url.Parse(s.AccountURL); err == nil && u.RawQuery != "" {
+		out = append(out, sasSecrets(u.RawQuery)...)
+	}
+	for _, part := range strings.Split(s.ConnectionString, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k = strings.TrimSpace(k); {
+		case strings.EqualFold(k, "AccountKey"):
+			out = append(out, v)
+		case strings.EqualFold(k, "SharedAccessSignature"):
+			out = append(out, v)
+			out = append(out, sasSecrets(v)...)
+		}
+	}
+	return out
+}
+
+// sasSecrets are the parts of a SAS token that must not be shown: the token
+// without its "?", the token as a request URL carries it (url.Values
+// order and escaping), and its signature, the credential itself, which an
+// error quoting a request URL with other parameters around it still shows.
+func sasSecrets(token string) []string {
+	token = strings.TrimPrefix(token, "?")
+	q, err := url.ParseQuery(token)
+	if err != nil {
+		return []string{token}
+	}
+	return append([]string{token, q.Encode()}, q["sig"]...)
+}
 
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {

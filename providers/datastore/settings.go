@@ -52,6 +52,10 @@ func Type() providers.Type {
 // Limits bound keys and holders.
 func (s *Settings) Limits() providers.Limits { return limits }
 
+// Secrets are none: the credentials stay in credentials_file, whose path is
+// not secret, and only Google's client reads it.
+func (s *Settings) Secrets() []string { return nil }
+
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {
 	return New(ctx, *s, log)

@@ -50,7 +50,7 @@ func Type() providers.Type {
 				Endpoints:   b.List("endpoints"),
 				Prefix:      b.String("prefix", DefaultPrefix),
 				Username:    b.String("username", ""),
-				Password:    b.Secret("password", ""),
+				Password:    b.String("password", ""),
 				DialTimeout: b.Duration("dial_timeout", DefaultDialTimeout),
 			}
 			return s
@@ -60,6 +60,9 @@ func Type() providers.Type {
 
 // Limits bound keys and holders.
 func (s *Settings) Limits() providers.Limits { return limits }
+
+// Secrets are the password.
+func (s *Settings) Secrets() []string { return []string{s.Password} }
 
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {

@@ -41,7 +41,7 @@ func Type() providers.Type {
 		},
 		Decode: func(b *providers.Block) providers.Settings {
 			s := &Settings{
-				URI:          b.Secret("uri", ""),
+				URI:          b.String("uri", ""),
 				Database:     b.String("database", "electd"),
 				Collection:   b.String("collection", "leases"),
 				WriteConcern: b.String("write_concern", "majority"),
@@ -53,6 +53,39 @@ func Type() providers.Type {
 
 // Limits bound keys and holders.
 func (s *Settings) Limits() providers.Limits { return limits }
+
+// Secrets are the URI, the password inside it (as written, percent-encoded,
+// and decoded) and the password of a client key file given in its options.
+// The URI is cut by hand: parsing a mongodb+srv URI looks its name up in
+// DNS, and net/url refuses the host lists of replica sets.
+func (s *Settings) Secrets() []string {
+	out := []string{s.URI}
+	rest := s.URI
+	if _, after, ok := strings.Cut(rest, "://"); ok {
+		rest = after
+	}
+	auth, query := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		auth = rest[:i]
+		_, query, _ = strings.Cut(rest[i:], "?")
+	}
+	if i := strings.LastIndex(auth, "@"); i >= 0 {
+		if _, pw, ok := strings.Cut(auth[:i], ":"); ok {
+			out = append(out, pw)
+			if dec, err := url.PathUnescape(pw); err == nil {
+				out = append(out, dec)
+			}
+		}
+	}
+	if q, err := url.ParseQuery(query); err == nil {
+		for k, vs := range q {
+			if strings.EqualFold(k, "tlsCertificateKeyFilePassword") || strings.EqualFold(k, "sslClientCertificateKeyPassword") {
+				out = append(out, vs...)
+			}
+		}
+	}
+	return out
+}
 
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {

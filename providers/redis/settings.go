@@ -49,7 +49,7 @@ func Type() providers.Type {
 			s := &Settings{
 				Addresses: b.List("addresses"),
 				Username:  b.String("username", ""),
-				Password:  b.Secret("password", ""),
+				Password:  b.String("password", ""),
 				DB:        b.Int("db", 0, 0, 1<<20),
 				TLS:       b.Bool("tls", false),
 				Prefix:    b.String("prefix", DefaultPrefix),
@@ -66,6 +66,9 @@ func Type() providers.Type {
 
 // Limits bound keys and holders.
 func (s *Settings) Limits() providers.Limits { return limits }
+
+// Secrets are the password.
+func (s *Settings) Secrets() []string { return []string{s.Password} }
 
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {

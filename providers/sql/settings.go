@@ -39,7 +39,7 @@ func Type() providers.Type {
 		Decode: func(b *providers.Block) providers.Settings {
 			s := &Settings{
 				Driver: b.Enum("driver", "sqlite", "postgres", "mysql", "sqlite"),
-				DSN:    b.Secret("dsn", ""),
+				DSN:    b.String("dsn", ""),
 				Table:  b.String("table", DefaultTable),
 			}
 			return s
@@ -49,6 +49,24 @@ func Type() providers.Type {
 
 // Limits are the bounds of the lease table's columns.
 func (s *Settings) Limits() providers.Limits { return limits }
+
+// Secrets are the DSN and the password inside it, as the driver parses it:
+// a DSN quoted by anything else (re-encoded, or cut to its parts) would
+// still carry the password.
+func (s *Settings) Secrets() []string {
+	out := []string{s.DSN}
+	switch s.Driver {
+	case "postgres":
+		if c, err := pgx.ParseConfig(s.DSN); err == nil {
+			out = append(out, c.Password)
+		}
+	case "mysql":
+		if c, err := mysql.ParseDSN(s.DSN); err == nil {
+			out = append(out, c.Passwd)
+		}
+	}
+	return out
+}
 
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {
