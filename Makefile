@@ -64,9 +64,9 @@ clean:
 	rm -rf bin/ *.db *.db-wal *.db-shm
 
 # The fault-injection suite's long form (docs/reliability.md): 3 agents per
-# store, FAULTS_N faults per store (SQLite, PostgreSQL, Redis, etcd; pick some
-# with FAULTS_STORES=redis,etcd), a summary table appended to
-# bin/faults-summary.md. `make test` runs the short form.
+# store, FAULTS_N faults per store (SQLite, PostgreSQL, MySQL, Redis, etcd;
+# empty FAULTS_STORES is all five, pick some with FAULTS_STORES=redis,etcd), a
+# summary table appended to bin/faults-summary.md. `make test` runs the short form.
 FAULTS_N ?= 200
 FAULTS_STORES ?=
 .PHONY: test-faults

@@ -27,7 +27,8 @@ type report struct {
 	accepted, fenced int // work writes accepted, and rejected as stale
 	violations       []string
 	slots            map[string]*slotStats
-	failures         []string // everything that fails the run
+	failures         []string       // everything that fails the run
+	observed         map[string]int // how the agent-side faults went (cluster.note)
 }
 
 type gap struct{ from, to time.Time }
@@ -53,13 +54,17 @@ type slotStats struct {
 //     only from a child whose agent was paused (SIGSTOP until SIGCONT plus
 //     stop_timeout and pauseGrace). Any other stale write is a second leader.
 //   - Overlap: two run children alive at once is allowed only while the
-//     older one's agent was paused, in the same window.
+//     older one's agent was paused, in the same window. A grandchild (a
+//     process a child started in a session of its own) is a life of its own:
+//     beside its own parent it is one piece of work, beside any other child
+//     it is held to the same rule.
 //   - Gaps: time with no run child alive, attributed to the fault before it;
 //     a gap no fault explains is reported as spurious.
 //   - Slots, per task job: a slot run twice is a failure. A slot missing
 //     between two runs is "coalesced" when the leader changed in between
 //     (mode leader: the new leader runs only the latest missed slot), "lost
-//     in a fault" within a fault's window, and lost otherwise (a failure).
+//     in a fault" within a fault's window (none for noSlotWindow), and lost
+//     otherwise (a failure).
 func check(h history, faults []faultRec, pauses []window, end time.Time) *report {
 	r := &report{faults: map[string]int{}, gaps: map[string][]time.Duration{}, slots: map[string]*slotStats{},
 		children: len(h.children), nFaults: len(faults)}
@@ -123,7 +128,7 @@ func check(h history, faults []faultRec, pauses []window, end time.Time) *report
 	for i := range kids {
 		for j := i + 1; j < len(kids); j++ {
 			a, b := kids[i], kids[j]
-			if !b.start.Before(endOf(a)) {
+			if !b.start.Before(endOf(a)) || (b.sub && b.parent == a.id) {
 				continue
 			}
 			to := endOf(a)
@@ -158,8 +163,8 @@ func check(h history, faults []faultRec, pauses []window, end time.Time) *report
 
 	inFault := func(t time.Time) bool {
 		for _, f := range faults {
-			if f.kind == faultHUP {
-				continue // a reload must lose nothing
+			if noSlotWindow[f.kind] {
+				continue
 			}
 			if !t.Before(f.from.Add(-slotEvery)) && !t.After(f.to.Add(ttl+2*time.Second)) {
 				return true
@@ -209,6 +214,11 @@ func check(h history, faults []faultRec, pauses []window, end time.Time) *report
 	r.failures = append(r.failures, r.violations...)
 	return r
 }
+
+// noSlotWindow are the faults in which no task slot may be lost: reloads
+// (rejected, or changing only the worker job) stop no agent and leave the
+// task jobs alone.
+var noSlotWindow = map[string]bool{faultHUP: true, faultBadReload: true, faultCannotStart: true}
 
 // addGap attributes g to the fault it follows: one that began before it
 // and had not been over for longer than ttl plus a margin.
@@ -277,6 +287,14 @@ func (r *report) text() string {
 			fmt.Fprintf(&b, "  %-11s slots run %d, duplicated %d, coalesced by a failover %d, lost in faults %d, lost otherwise %d\n",
 				job, s.runs, s.dup, s.coalesced, s.lostInFault, s.lost)
 		}
+	}
+	obs := make([]string, 0, len(r.observed))
+	for k := range r.observed {
+		obs = append(obs, k)
+	}
+	sort.Strings(obs)
+	for _, k := range obs {
+		fmt.Fprintf(&b, "  %s: ×%d\n", k, r.observed[k])
 	}
 	fmt.Fprintf(&b, "  failures: %d", len(r.failures))
 	return b.String()

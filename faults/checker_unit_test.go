@@ -17,6 +17,11 @@ func TestCheckerRules(t *testing.T) {
 	child := func(id int, node string, token uint64, from, to float64) childLife {
 		return childLife{id: id, node: node, token: token, pid: 1 << 30, start: at(from), end: at(to), ended: true}
 	}
+	grandchild := func(id, parent int, node string, token uint64, from, to float64) childLife {
+		c := child(id, node, token, from, to)
+		c.sub, c.parent = true, parent
+		return c
+	}
 	slots := func(job string, tokens ...uint64) []slotRun { // one run per second from t0
 		var out []slotRun
 		for i, tok := range tokens {
@@ -134,6 +139,31 @@ func TestCheckerRules(t *testing.T) {
 					t.Errorf("tick-lock = %+v, want 1 lost in a fault", *s)
 				}
 			},
+		},
+		{
+			name: "a setsid grandchild beside its own parent is one piece of work",
+			h: history{children: []childLife{child(0, "a", 1, 0, 10), grandchild(1, 0, "a", 1, 2, 10.2),
+				child(2, "b", 2, 10.5, 20)}, slots: healthy},
+			faults: []faultRec{{kind: faultSetsid, node: "a", from: at(9), to: at(9)}},
+		},
+		{
+			name: "a setsid grandchild alive when the next leader's child starts",
+			h: history{children: []childLife{child(0, "a", 1, 0, 10), grandchild(1, 0, "a", 1, 2, 11),
+				child(2, "b", 2, 10.5, 20)}, slots: healthy},
+			faults:     []faultRec{{kind: faultSetsid, node: "a", from: at(9), to: at(9)}},
+			violations: 1, failures: 1,
+		},
+		{
+			name: "a grandchild beside its parent's restart in the same term",
+			h: history{children: []childLife{child(0, "a", 1, 0, 5), grandchild(1, 0, "a", 1, 2, 7),
+				child(2, "a", 1, 5.3, 20)}, slots: healthy},
+			violations: 1, failures: 1,
+		},
+		{
+			name:     "a lock slot lost during a rejected reload is lost",
+			h:        history{children: []childLife{child(0, "a", 1, 0, 10)}, slots: append(slots(jobTickLead, 1, 1, 1), slots(jobTickLock, 1, 0, 3)...)},
+			faults:   []faultRec{{kind: faultBadReload, node: "a", from: at(0.5), to: at(1.5)}},
+			failures: 1,
 		},
 		{
 			name:     "a leaderless gap no fault explains is reported, not failed",

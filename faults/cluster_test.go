@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,9 @@ const (
 	retryEvery  = 250 * time.Millisecond
 	stopTimeout = 1 * time.Second
 	slotEvery   = time.Second // the schedule of both task jobs
+	// holdOff is how long a node that gave the worker job away (its run
+	// command cannot start) stays out of the election.
+	holdOff = 5 * time.Second
 )
 
 // The jobs every agent runs. Their names are the lease keys.
@@ -39,17 +43,23 @@ type cluster struct {
 	rec     *recorder
 	nodes   []string
 	proxies map[string]*proxy
+	addrs   map[string]string // the store address in each node's config (its proxy)
 
 	mu       sync.Mutex
-	agents   map[string]*agentProc
-	pauses   []window   // SIGSTOP → SIGCONT per node
-	faults   []faultRec // what was injected, in order
-	failures []string   // checks made while the run went on (SIGHUP, exits)
+	agents   map[string]*agentProc // by node, and a dup-node-id twin while it runs
+	pauses   []window              // SIGSTOP → SIGCONT per node
+	faults   []faultRec            // what was injected, in order
+	failures []string              // checks made while the run went on (SIGHUP, exits)
+	observed map[string]int        // how the agent-side faults went, for the report
+	setsidN  int                   // setsid-child faults so far: the variants take turns
 }
 
+// agentProc is one `electd run` process. Its stdout and stderr are a pipe
+// the test copies into its log, so that a fault can close the reader.
 type agentProc struct {
-	node string
+	name string
 	cmd  *exec.Cmd
+	out  *os.File // the pipe's read end
 	done chan struct{}
 	err  error
 }
@@ -63,7 +73,7 @@ type window struct {
 func newCluster(t *testing.T, st *store, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), st: st, rec: newRecorder(t),
-		proxies: map[string]*proxy{}, agents: map[string]*agentProc{}}
+		proxies: map[string]*proxy{}, addrs: map[string]string{}, agents: map[string]*agentProc{}, observed: map[string]int{}}
 	for i := 1; i <= n; i++ {
 		node := fmt.Sprintf("node-%d", i)
 		c.nodes = append(c.nodes, node)
@@ -73,7 +83,8 @@ func newCluster(t *testing.T, st *store, n int) *cluster {
 			c.proxies[node] = p
 			addr = p.addr()
 		}
-		if err := os.WriteFile(c.cfgPath(node), []byte(c.config(node, addr)), 0o600); err != nil {
+		c.addrs[node] = addr
+		if err := os.WriteFile(c.cfgPath(node), []byte(c.config(node, self)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +97,10 @@ func newCluster(t *testing.T, st *store, n int) *cluster {
 
 func (c *cluster) cfgPath(node string) string { return filepath.Join(c.dir, node+".hcl") }
 
-func (c *cluster) config(node, addr string) string {
+// config is node's configuration; runProgram is the worker's command (the
+// test binary, or a program that does not exist for cannot-start).
+func (c *cluster) config(node, runProgram string) string {
+	addr := c.addrs[node]
 	task := func(name, mode string) string {
 		return fmt.Sprintf(`
 job %q {
@@ -122,33 +136,127 @@ job %q {
     stop_timeout = %q
     restart      = "always"
     restart_wait = "250ms"
+    hold_off     = %q
   }
 }
-`, node, c.st.block(addr), jobRun, ttl, renewEvery, retryEvery, self, envChild, c.rec.addr(), stopTimeout) +
+`, node, c.st.block(addr), jobRun, ttl, renewEvery, retryEvery, runProgram, envChild, c.rec.addr(), stopTimeout, holdOff) +
 		task(jobTickLead, "leader") + task(jobTickLock, "lock")
 }
 
 // start runs the agent of node, its output appended to node.log.
 func (c *cluster) start(node string) {
-	logf, err := os.OpenFile(filepath.Join(c.dir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	p := c.spawn(node, c.cfgPath(node))
+	c.mu.Lock()
+	c.agents[node] = p
+	c.mu.Unlock()
+}
+
+// spawn starts `electd run -config cfg`, its output appended to name.log
+// through a pipe.
+func (c *cluster) spawn(name, cfg string) *agentProc {
+	logf, err := os.OpenFile(c.logPath(name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	fmt.Fprintf(logf, "=== faults: agent started at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(binary, "run", "-config", c.cfgPath(node))
+	r, w, err := os.Pipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "-config", cfg)
 	cmd.Dir = c.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = w, w
 	// An interrupted test leaves no agent behind (their children follow
 	// them through electd's own parent-death shim).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	p := &agentProc{node: node, cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); logf.Close(); close(p.done) }()
+	p := &agentProc{name: name, cmd: cmd, out: r, done: make(chan struct{})}
+	go func() {
+		// Ends when the agent (the pipe's only writer) is gone, or when a
+		// closed-output fault closes r.
+		io.Copy(logf, r)
+		r.Close()
+		logf.Close()
+	}()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p
+}
+
+func (c *cluster) logPath(name string) string { return filepath.Join(c.dir, name+".log") }
+
+// logSize is how much of name's log is written, to read what comes after.
+func (c *cluster) logSize(name string) int64 {
+	fi, err := os.Stat(c.logPath(name))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logLines is the lines of name's log from offset on.
+func (c *cluster) logLines(name string, offset int64) []string {
+	f, err := os.Open(c.logPath(name))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil
+	}
+	b, _ := io.ReadAll(f)
+	if i := strings.LastIndexByte(string(b), '\n'); i >= 0 {
+		b = b[:i] // a line still being written is not there yet
+	} else {
+		return nil
+	}
+	return strings.Split(string(b), "\n")
+}
+
+// waitLog waits for a line of name's log, past offset, that holds every
+// one of words, and returns it.
+func (c *cluster) waitLog(name string, offset int64, within time.Duration, words ...string) (string, bool) {
+	deadline := time.Now().Add(within)
+	for {
+		for _, l := range c.logLines(name, offset) {
+			if hasAll(l, words) {
+				return l, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hasAll(line string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(line, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// logTime is the time an agent's log line was written (hclog's format).
+func logTime(line string) (time.Time, bool) {
+	ts, _, ok := strings.Cut(line, " ")
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts)
+	return t, err == nil
+}
+
+// note counts how an agent-side fault went (the report lists the counts).
+func (c *cluster) note(what string) {
 	c.mu.Lock()
-	c.agents[node] = p
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	c.observed[what]++
 }
 
 func (c *cluster) agent(node string) *agentProc {
@@ -230,6 +338,16 @@ func (c *cluster) paused(node string) bool {
 		}
 	}
 	return false
+}
+
+// agentRunning reports whether node's agent has not exited.
+func (c *cluster) agentRunning(node string) bool {
+	select {
+	case <-c.agent(node).done:
+		return false
+	default:
+		return true
+	}
 }
 
 // shutdown is the end of a run: every agent gets SIGTERM and must exit 0

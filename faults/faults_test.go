@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,11 +36,29 @@ const (
 	// The leader's child crashes, and the agent is paused during restart_wait:
 	// on SIGCONT its term is over, and it must not start the child again.
 	faultPauseRestart = "pause-in-restart"
+
+	// What an operator or a child does to the agent (operator_test.go).
+	faultDupNode        = "dup-node-id"      // a second agent with the leader's node_id and config, then SIGTERM
+	faultClosedOutput   = "closed-output"    // the leader's stdout/stderr reader closed, then SIGTERM
+	faultBadReload      = "bad-reload"       // broken configurations for the leader, SIGHUP each: nothing may change
+	faultCannotStart    = "cannot-start"     // the leader's run command made a missing program, SIGHUP
+	faultSetsid         = "setsid-child"     // the child starts a setsid grandchild; SIGKILL or SIGTERM of the agent
+	faultStopAfterStart = "stop-after-start" // SIGTERM of a new leader as soon as its child reports
 )
+
+// agentKinds are the faults about the agent and its children rather than
+// the store. The short form spreads them over the stores it runs, each
+// once in all (each takes up to 6 s); the long form draws them on every
+// store.
+var agentKinds = []string{faultCannotStart, faultDupNode, faultBadReload, faultSetsid, faultStopAfterStart, faultClosedOutput}
+
+// allStores are the stores of the suite, in the order they run.
+var allStores = []string{"sqlite", "postgres", "mysql", "redis", "etcd"}
 
 // kinds is the faults a store supports, in the order the short form runs them.
 func kinds(st *store) []string {
 	k := []string{faultKill, faultKillRejoin, faultPause, faultPauseRestart, faultHUP, faultHandover}
+	k = append(k, agentKinds...)
 	if st.upstream != "" {
 		k = append(k, faultCutLeader, faultCutAll, faultFreeze, faultFreezeAll)
 	}
@@ -58,9 +77,35 @@ func kinds(st *store) []string {
 	return out
 }
 
+// shortForm is the short form's share of kinds for store name: every kind,
+// except that each agent-side kind runs on one of the selected stores only,
+// in turn (all of them when -faults.kinds names them).
+func shortForm(name string, kinds []string) []string {
+	if *kindList != "" {
+		return kinds
+	}
+	var stores []string
+	for _, s := range allStores {
+		if wantStore(s) {
+			stores = append(stores, s)
+		}
+	}
+	share := map[string]bool{}
+	for i, k := range agentKinds {
+		share[k] = stores[i%len(stores)] == name
+	}
+	var out []string
+	for _, k := range kinds {
+		if mine, agentSide := share[k]; !agentSide || mine {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func TestFaults(t *testing.T) {
 	var reports []*report
-	for _, name := range []string{"sqlite", "postgres", "redis", "etcd"} {
+	for _, name := range allStores {
 		if !wantStore(name) {
 			continue
 		}
@@ -98,7 +143,7 @@ func runStore(t *testing.T, name string) *report {
 		t.Fatalf("no leader at start: %v", err)
 	}
 
-	plan := kinds(st)
+	plan := shortForm(name, kinds(st))
 	rng := rand.New(rand.NewPCG(1, 1))
 	if *longForm {
 		s := *seed
@@ -107,7 +152,7 @@ func runStore(t *testing.T, name string) *report {
 		}
 		t.Logf("long form: %d faults, seed %d (-faults.seed=%d repeats the sequence)", *nFaults, s, s)
 		rng = rand.New(rand.NewPCG(uint64(s), 0))
-		all := plan
+		all := kinds(st)
 		plan = make([]string, *nFaults)
 		for i := range plan {
 			// Every kind at least once, then at random.
@@ -140,7 +185,7 @@ func runStore(t *testing.T, name string) *report {
 	c.shutdown()
 
 	r := check(c.rec.snapshot(), c.faults, c.pauses, end)
-	r.store, r.elapsed = name, time.Since(began)
+	r.store, r.elapsed, r.observed = name, time.Since(began), c.observed
 	r.failures = append(c.failures, r.failures...)
 	t.Log(r.text())
 	for _, f := range r.failures {
@@ -237,14 +282,23 @@ func (c *cluster) inject(kind string, lead childLife, rng *rand.Rand) (faultRec,
 		err = c.hupBurst(lead)
 	case faultHandover:
 		c.agent(node).cmd.Process.Signal(syscall.SIGTERM)
-		exitErr, ok := c.waitExit(node, 20*time.Second)
-		switch {
-		case !ok:
-			return f, fmt.Errorf("agent %s did not exit within 20s of SIGTERM", node)
-		case exitErr != nil:
-			c.failf("handover: agent %s exited with %v after SIGTERM, want exit 0", node, exitErr)
+		if err := c.stopped(kind, node, 20*time.Second); err != nil {
+			return f, err
 		}
+		c.childStopped(kind, lead)
 		c.start(node)
+	case faultDupNode:
+		err = c.dupNode(lead)
+	case faultClosedOutput:
+		err = c.closedOutput(lead)
+	case faultBadReload:
+		err = c.badReload(lead)
+	case faultCannotStart:
+		err = c.cannotStart(lead)
+	case faultSetsid:
+		err = c.setsidChild(lead)
+	case faultStopAfterStart:
+		err = c.stopAfterStart(lead)
 	default:
 		return f, fmt.Errorf("unknown fault %q", kind)
 	}
@@ -286,6 +340,40 @@ func (c *cluster) hupBurst(lead childLife) error {
 	return nil
 }
 
+// stopped waits for node's agent to exit after a SIGTERM: it must exit 0.
+func (c *cluster) stopped(kind, node string, within time.Duration) error {
+	exitErr, ok := c.waitExit(node, within)
+	switch {
+	case !ok:
+		return fmt.Errorf("agent %s did not exit within %s of SIGTERM", node, within)
+	case exitErr != nil:
+		c.failf("%s: agent %s exited with %v after SIGTERM, want exit 0", kind, node, exitErr)
+	}
+	return nil
+}
+
+// childStopped checks that a child its agent stopped got the stop signal
+// (it said "stop"), rather than SIGKILL at stop_timeout.
+func (c *cluster) childStopped(kind string, child childLife) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		for _, ch := range c.rec.snapshot().children {
+			if ch.id != child.id {
+				continue
+			}
+			if ch.stopped {
+				return
+			}
+			if ch.ended || time.Now().After(deadline) {
+				c.failf("%s: the child of %s (token %d, pid %d) ended without getting the stop signal (killed at stop_timeout?)",
+					kind, child.node, child.token, child.pid)
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // dumpLogs copies the agents' logs where the failure message says, since
 // a failed long run's logs are too big for the test output.
 func (c *cluster) dumpLogs() {
@@ -293,10 +381,10 @@ func (c *cluster) dumpLogs() {
 	if err != nil {
 		return
 	}
-	for _, node := range c.nodes {
-		b, err := os.ReadFile(c.dir + "/" + node + ".log")
-		if err == nil {
-			os.WriteFile(dir+"/"+node+".log", b, 0o644)
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			os.WriteFile(filepath.Join(dir, filepath.Base(l)), b, 0o644)
 		}
 	}
 	c.t.Logf("agents' logs kept in %s", dir)

@@ -21,6 +21,7 @@ type recorder struct {
 	ln net.Listener
 
 	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced when a run child starts
 	children []*childLife
 	writes   []write
 	slots    []slotRun
@@ -28,15 +29,20 @@ type recorder struct {
 	errs     []string
 }
 
-// childLife is one run child as the recorder saw it.
+// childLife is one run child as the recorder saw it, or a process that
+// child started in a session of its own (a setsid grandchild), which works
+// under the child's token and is a life of its own: its parent's end is not
+// its end.
 type childLife struct {
 	id      int
+	sub     bool // a grandchild, started by the life parent
+	parent  int
 	node    string
 	token   uint64
 	pid     int
 	start   time.Time
 	end     time.Time // connection closed, or found dead when another started
-	stopped bool      // said "stop": it was stopped by its agent's signal
+	stopped bool      // said "stop": it got its agent's stop signal
 	ended   bool
 }
 
@@ -65,7 +71,7 @@ func newRecorder(t *testing.T) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &recorder{ln: ln}
+	r := &recorder{ln: ln, changed: make(chan struct{})}
 	go r.serve()
 	t.Cleanup(func() { ln.Close() })
 	return r
@@ -121,7 +127,16 @@ func (r *recorder) conn(c net.Conn) {
 				r.fail("bad run line %q", line)
 				return
 			}
-			me = r.started(f[1], tok, pid)
+			me = r.started(f[1], tok, pid, 0)
+		case f[0] == "sub" && len(f) == 5 && me == nil:
+			tok, err1 := strconv.ParseUint(f[2], 10, 64)
+			pid, err2 := strconv.Atoi(f[3])
+			ppid, err3 := strconv.Atoi(f[4])
+			if err1 != nil || err2 != nil || err3 != nil {
+				r.fail("bad sub line %q", line)
+				return
+			}
+			me = r.started(f[1], tok, pid, ppid)
 		case f[0] == "work" && me != nil:
 			if !r.work(me) {
 				reply = "stale"
@@ -151,11 +166,12 @@ func (r *recorder) conn(c net.Conn) {
 	}
 }
 
-// started records a new run child. A child whose connection is still open
-// but whose process is already gone ended before this one started: its
-// end is set now, so the order of the two events does not depend on which
-// connection the recorder happened to read first.
-func (r *recorder) started(node string, token uint64, pid int) *childLife {
+// started records a new run child, or with ppid a grandchild of the run
+// child whose pid is ppid. A child whose connection is still open but whose
+// process is already gone ended before this one started: its end is set
+// now, so the order of the two events does not depend on which connection
+// the recorder happened to read first.
+func (r *recorder) started(node string, token uint64, pid, ppid int) *childLife {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -165,8 +181,46 @@ func (r *recorder) started(node string, token uint64, pid int) *childLife {
 		}
 	}
 	c := &childLife{id: len(r.children), node: node, token: token, pid: pid, start: time.Now()}
+	if ppid != 0 {
+		// The latest life of that pid on the same node and token: its own
+		// parent, whether or not that one is still alive.
+		for i := len(r.children) - 1; i >= 0; i-- {
+			if p := r.children[i]; p.pid == ppid && p.node == node && p.token == token {
+				c.sub, c.parent = true, p.id
+				break
+			}
+		}
+		if !c.sub {
+			r.errs = append(r.errs, fmt.Sprintf("a grandchild (pid %d) names a parent (pid %d) that never announced itself", pid, ppid))
+		}
+	}
 	r.children = append(r.children, c)
+	close(r.changed)
+	r.changed = make(chan struct{})
 	return c
+}
+
+// nextStart waits until a run child (not a grandchild) other than those in
+// seen has announced itself, and returns it; false after within.
+func (r *recorder) nextStart(seen func(childLife) bool, within time.Duration) (childLife, bool) {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		changed := r.changed
+		for _, c := range r.children {
+			if !c.sub && !seen(*c) {
+				r.mu.Unlock()
+				return *c, true
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return childLife{}, false
+		}
+	}
 }
 
 // work is one fenced write: accepted when its token is at least the

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the driver the sql provider uses for sqlite
 
@@ -43,7 +44,7 @@ func randomSuffix() string {
 }
 
 // newStore sets up the named store for one run: a fresh SQLite file, a
-// fresh PostgreSQL table, a private redis-server or etcd.
+// fresh PostgreSQL or MySQL table, a private redis-server or etcd.
 func newStore(t *testing.T, name string) *store {
 	t.Helper()
 	switch name {
@@ -51,6 +52,8 @@ func newStore(t *testing.T, name string) *store {
 		return sqliteStore(t)
 	case "postgres":
 		return postgresStore(t)
+	case "mysql":
+		return mysqlStore(t)
 	case "redis":
 		return redisStore(t)
 	case "etcd":
@@ -76,15 +79,15 @@ func sqliteStore(t *testing.T) *store {
 				return fmt.Errorf("sqlite stall: open: %w", err)
 			}
 			defer db.Close()
-			return holdLock(db, "BEGIN EXCLUSIVE", d)
+			return holdLock(db, "BEGIN EXCLUSIVE", d, "ROLLBACK")
 		},
 		stallHow: "a BEGIN EXCLUSIVE transaction held by the test",
 	}
 }
 
-// holdLock runs begin on one connection, holds the transaction for d, then
-// rolls it back.
-func holdLock(db *dbsql.DB, begin string, d time.Duration) error {
+// holdLock runs begin on one connection, holds what it took for d, then
+// runs end.
+func holdLock(db *dbsql.DB, begin string, d time.Duration, end string) error {
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -95,8 +98,8 @@ func holdLock(db *dbsql.DB, begin string, d time.Duration) error {
 		return fmt.Errorf("stall: %s: %w", begin, err)
 	}
 	time.Sleep(d)
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		return fmt.Errorf("stall: rollback: %w", err)
+	if _, err := conn.ExecContext(ctx, end); err != nil {
+		return fmt.Errorf("stall: %s: %w", end, err)
 	}
 	return nil
 }
@@ -158,6 +161,53 @@ func postgresStore(t *testing.T) *store {
 			return tx.Rollback(ctx)
 		},
 		stallHow: "LOCK TABLE ... IN ACCESS EXCLUSIVE MODE held by the test",
+	}
+}
+
+// mysqlStore is a fresh table on the shared MySQL (MariaDB) server, which
+// must not be restarted either. A stall is LOCK TABLES ... WRITE held by a
+// session of the test: the agents' statements queue behind it, and those
+// they gave up on still run once it is lifted, as after a partition.
+func mysqlStore(t *testing.T) *store {
+	dsn := os.Getenv("ELECTD_TEST_MYSQL_DSN")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/test"
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.Net != "tcp" {
+		t.Fatalf("mysql dsn: want a tcp address (%v)", err)
+	}
+	table := "electd_faults_" + randomSuffix()
+	agentDSN := func(addr string) string {
+		c := cfg.Clone()
+		c.Addr, c.Timeout = addr, 2*time.Second
+		return c.FormatDSN()
+	}
+	db, err := dbsql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatalf("mysql: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("mysql at %s is not reachable (scripts/services.sh starts it): %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		db.ExecContext(ctx, "DROP TABLE IF EXISTS `"+table+"`")
+	})
+	return &store{
+		name:     "mysql",
+		upstream: cfg.Addr,
+		block: func(addr string) string {
+			return fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"mysql\"\n  dsn = %q\n  table = %q\n}\n", agentDSN(addr), table)
+		},
+		stall: func(d time.Duration) error {
+			return holdLock(db, "LOCK TABLES `"+table+"` WRITE", d, "UNLOCK TABLES")
+		},
+		stallHow: "LOCK TABLES ... WRITE held by the test",
 	}
 }
 
