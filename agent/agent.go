@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/electd/electd/api"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
@@ -50,24 +50,24 @@ type Agent struct {
 
 	mu      sync.Mutex
 	cfg     *config.Config
-	jobs    []*runningJob                 // in configuration order
-	provs   map[string]*openProvider      // by provider key
-	stopped map[*runningJob]chan struct{} // replaced jobs still stepping down
+	jobs    []*runningJob            // in configuration order
+	provs   map[string]*openProvider // by provider key
+	stopped map[*runningJob]bool     // replaced jobs whose on_demoted hooks may still run
 }
 
-// runningJob is one job's loop and hook runner, stoppable on its own.
+// runningJob is a job and the provider it runs on.
 type runningJob struct {
 	*job
-	provKey   string
-	cancel    context.CancelCauseFunc // the cause is the step-down reason
-	loopDone  chan struct{}           // the loop ended: work stopped, lease released
-	hooksDone chan struct{}           // and its hooks (on_demoted) have run
+	provKey string
 }
 
+// end ends the job's election for reason, on its loop.
+func (r *runningJob) end(reason error) { r.l.post(func() { r.job.end(reason) }) }
+
 type openProvider struct {
-	p     providers.Provider
-	batch *batcher // nil when the store cannot batch renewals
-	refs  int
+	p    providers.Provider
+	loop *loop // runs the elections of every job on p
+	refs int
 }
 
 type reloadReq struct {
@@ -103,9 +103,13 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
 	holder := holderOf(cfg.Agent.NodeID, newIncarnation())
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, reloads: make(chan reloadReq),
+		provs: map[string]*openProvider{}, stopped: map[*runningJob]bool{}}
+	if opts.Metrics != nil {
+		opts.Metrics.CollectJobs(a.sample)
+	}
 	opts.Logger.Debug("lease holder of this process", "holder", holder)
-	return &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, reloads: make(chan reloadReq),
-		provs: map[string]*openProvider{}, stopped: map[*runningJob]chan struct{}{}}, nil
+	return a, nil
 }
 
 // Run opens the providers the jobs use, starts every job's loop and runs
@@ -119,6 +123,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.ready.Store(true)
+	// Parsing a large configuration leaves garbage many times the size of
+	// what the agent keeps: give it back now rather than at the scavenger's
+	// pace.
+	debug.FreeOSMemory()
 	for {
 		select {
 		case req := <-a.reloads:
@@ -185,11 +193,12 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		refOf[key] = spec.Provider
 	}
 	for key, p := range opened {
-		op := &openProvider{p: p}
-		if br, ok := providers.As[providers.BatchRenewer](p); ok {
-			op.batch = newBatcher(br, refOf[key], a.opts.Metrics, a.opts.Clock.Now())
+		l := newLoop(p, refOf[key], a.opts.Clock, a.opts.Metrics)
+		if err := l.notify(); err != nil {
+			a.log.Warn("cannot subscribe to the store's notifications; candidates poll every retry_every instead",
+				"provider", refOf[key], "error", err)
 		}
-		a.provs[key] = op
+		a.provs[key] = &openProvider{p: p, loop: l}
 	}
 
 	// Stop the jobs that changed or went away, all at once, and wait.
@@ -205,9 +214,9 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 			continue
 		}
 		if _, still := cfg.ByName(r.spec.Name); still {
-			r.cancel(errors.New("the job's configuration changed"))
+			r.end(ErrConfigChanged)
 		} else {
-			r.cancel(errors.New("the job was removed from the configuration"))
+			r.end(ErrJobRemoved)
 		}
 		stopping = append(stopping, r)
 	}
@@ -222,12 +231,16 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		}
 		// Its on_demoted hooks still run; shutdown waits for them.
 		a.mu.Lock()
-		a.stopped[r] = r.hooksDone
+		a.stopped[r] = true
 		a.mu.Unlock()
 	}
 
+	// The new jobs of a loop start in one turn of it, so that their first
+	// attempts go out together (one AcquireMany where the store batches).
 	jobs := make([]*runningJob, 0, len(cfg.Jobs))
-	for _, spec := range cfg.Jobs {
+	starts := map[*loop][]*job{}
+	for i := range cfg.Jobs {
+		spec := &cfg.Jobs[i]
 		if keep[spec.Name] {
 			jobs = append(jobs, old[spec.Name])
 			sum.Kept = append(sum.Kept, spec.Name)
@@ -238,14 +251,20 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		}
 		key := keyOf[spec.Provider]
 		a.provs[key].refs++
-		jobs = append(jobs, a.startJob(spec, key, old[spec.Name]))
+		r := a.newRunningJob(spec, key, old[spec.Name])
+		starts[r.l] = append(starts[r.l], r.job)
+		jobs = append(jobs, r)
+	}
+	for l, js := range starts {
+		l.post(func() {
+			for _, j := range js {
+				j.start()
+			}
+		})
 	}
 	for key, op := range a.provs {
 		if op.refs == 0 {
-			if err := op.p.Close(); err != nil {
-				a.log.Warn("closing provider", "error", err)
-			}
-			delete(a.provs, key)
+			a.closeProvider(key, op)
 		}
 	}
 	a.mu.Lock()
@@ -254,27 +273,16 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 	return sum, nil
 }
 
-// startJob starts a job's loop. prior is the job it replaces after a reload
-// (its loop has ended), or nil: the new loop keeps what it knew of the
-// leader, so events and status do not start from nothing.
-func (a *Agent) startJob(spec config.Job, key string, prior *runningJob) *runningJob {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	op := a.provs[key]
-	j := newJob(spec, a.node, a.holder, op.p, a.opts, a.log)
+// newRunningJob is a job of spec on its store's loop, not started. prior is
+// the job it replaces after a reload (it has ended), or nil: the new job
+// keeps what it knew of the leader, so events and status do not start from
+// nothing.
+func (a *Agent) newRunningJob(spec *config.Job, key string, prior *runningJob) *runningJob {
+	j := newJob(spec, a.node, a.holder, a.provs[key].loop, a.opts, a.log)
 	if prior != nil {
 		j.inherit(prior.job)
 	}
-	r := &runningJob{job: j, provKey: key, cancel: cancel,
-		loopDone: make(chan struct{}), hooksDone: make(chan struct{})}
-	r.batch = op.batch
-	hookCtx, stopHooks := context.WithCancel(context.Background())
-	go func() { defer close(r.hooksDone); r.hooks.run(hookCtx) }()
-	go func() {
-		defer close(r.loopDone)
-		defer stopHooks() // the hook runner drains what the loop queued, then ends
-		r.run(ctx)
-	}()
-	return r
+	return &runningJob{job: j, provKey: key}
 }
 
 func (a *Agent) release(key string) {
@@ -291,11 +299,16 @@ func (a *Agent) closeAll(ps map[string]providers.Provider) {
 
 func (a *Agent) closeProviders() {
 	for key, op := range a.provs {
-		if err := op.p.Close(); err != nil {
-			a.log.Warn("closing provider", "error", err)
-		}
-		delete(a.provs, key)
+		a.closeProvider(key, op)
 	}
+}
+
+func (a *Agent) closeProvider(key string, op *openProvider) {
+	op.loop.close()
+	if err := op.p.Close(); err != nil {
+		a.log.Warn("closing provider", "error", err)
+	}
+	delete(a.provs, key)
 }
 
 // providerKey identifies a provider's settings: a provider whose settings
@@ -311,17 +324,11 @@ func providerKey(p config.Provider) string {
 
 func (a *Agent) shutdown() error {
 	deadline := time.Now().Add(a.cfg.Agent.ShutdownTimeout)
-	var loops, hooks []chan struct{}
+	var loops []<-chan struct{}
 	for _, r := range a.jobs {
-		r.cancel(errors.New("the agent is stopping"))
+		r.end(ErrStopping)
 		loops = append(loops, r.loopDone)
-		hooks = append(hooks, r.hooksDone)
 	}
-	a.mu.Lock()
-	for _, done := range a.stopped {
-		hooks = append(hooks, done)
-	}
-	a.mu.Unlock()
 	defer a.closeProviders()
 	if !waitAll(loops, time.Until(deadline)) {
 		a.log.Error("jobs did not stop within shutdown_timeout: killing their process groups",
@@ -329,6 +336,16 @@ func (a *Agent) shutdown() error {
 		a.Kill()
 		waitAll(loops, 5*time.Second)
 		return errors.New("agent: shutdown_timeout exceeded")
+	}
+	// The hooks the last events queued (on_demoted) run to their end.
+	var hooks []<-chan struct{}
+	a.mu.Lock()
+	for r := range a.stopped {
+		hooks = append(hooks, r.hooks.idle())
+	}
+	a.mu.Unlock()
+	for _, r := range a.jobs {
+		hooks = append(hooks, r.hooks.idle())
 	}
 	if !waitAll(hooks, time.Until(deadline)) {
 		a.log.Error("hooks still running at shutdown_timeout: killing them")
@@ -339,7 +356,7 @@ func (a *Agent) shutdown() error {
 	return nil
 }
 
-func waitAll(chs []chan struct{}, d time.Duration) bool {
+func waitAll(chs []<-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	for _, ch := range chs {
@@ -362,33 +379,44 @@ func (a *Agent) running() []*runningJob {
 }
 
 // Jobs is the state of every job, for the API.
-func (a *Agent) Jobs() []api.JobStatus {
+func (a *Agent) Jobs() []JobStatus {
 	jobs := a.running()
-	out := make([]api.JobStatus, 0, len(jobs))
+	out := make([]JobStatus, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, j.status())
+		out = append(out, j.get())
 	}
 	return out
 }
 
-// StepDown asks the loop of job to release its lease and hold off for one
-// ttl, so another node takes over. It fails when this node does not lead.
-func (a *Agent) StepDown(name string) error {
+// sample is every job's leadership, for the metrics.
+func (a *Agent) sample() []metrics.JobSample {
+	jobs := a.running()
+	out := make([]metrics.JobSample, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.sample()
+	}
+	return out
+}
+
+// StepDown asks job to release its lease and hold off for one ttl, so
+// another node takes over. It fails when this node does not lead.
+func (a *Agent) StepDown(ctx context.Context, name string) error {
 	for _, j := range a.running() {
 		if j.spec.Name != name {
 			continue
 		}
 		reply := make(chan error, 1)
+		j.l.post(func() { reply <- j.requestStepDown() })
 		select {
-		case j.stepDown <- reply:
-			return <-reply
+		case err := <-reply:
+			return err
 		case <-j.loopDone:
 			return fmt.Errorf("job %q is stopping", name)
-		case <-time.After(10 * time.Second):
-			return fmt.Errorf("job %q is busy; try again", name)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	return api.ErrNoSuchJob
+	return ErrNoSuchJob
 }
 
 // Kill SIGKILLs every command the agent started (the second stop signal).
@@ -406,5 +434,3 @@ func (a *Agent) Kill() {
 		r.killAll()
 	}
 }
-
-var _ api.Agent = (*Agent)(nil)

@@ -98,7 +98,7 @@ job "w" {
 }`, quick, dir))
 	}
 	a1 := startAgent(t, loadConfig(t, job("node-1")))
-	eventually(t, 10*time.Second, "node-1 leads", func() bool { return a1.job("w").state == "leader" })
+	eventually(t, 10*time.Second, "node-1 runs the command", func() bool { return len(lines(t, dir+"/starts")) == 1 })
 	a2 := startAgent(t, loadConfig(t, job("node-2")))
 	a3 := startAgent(t, loadConfig(t, job("node-3")))
 	eventually(t, 10*time.Second, "followers see node-1", func() bool {
@@ -161,13 +161,13 @@ func TestStepDown(t *testing.T) {
 	eventually(t, 10*time.Second, "node-1 leads", func() bool { return a1.job("s").state == "leader" })
 	a2 := startAgent(t, cfg("node-2"))
 	eventually(t, 10*time.Second, "node-2 follows", func() bool { return a2.job("s").leader == "node-1" })
-	if err := a2.StepDown("s"); err == nil {
+	if err := a2.StepDown(context.Background(), "s"); err == nil {
 		t.Error("a follower accepted a step-down")
 	}
-	if err := a1.StepDown("nope"); err == nil {
+	if err := a1.StepDown(context.Background(), "nope"); err == nil {
 		t.Error("step-down of an unknown job succeeded")
 	}
-	if err := a1.StepDown("s"); err != nil {
+	if err := a1.StepDown(context.Background(), "s"); err != nil {
 		t.Fatalf("step-down: %v", err)
 	}
 	eventually(t, 10*time.Second, "node-2 takes over", func() bool { return a2.job("s").state == "leader" })

@@ -1,7 +1,7 @@
-// Package agent runs one election loop per job: candidate, leader, stepping
-// down. While it leads, a job supervises its `run` command or runs its
-// scheduled `task`; every change of leadership fires the job's hooks in
-// order.
+// Package agent runs the election of every job of a configuration:
+// candidate, leader, stepping down (election.go reads top to bottom). While
+// it leads, a job supervises its `run` command or runs its scheduled `task`;
+// every change of leadership fires the job's hooks in order.
 //
 // Safety comes first. A leader that sent a successful Acquire or Renew at
 // monotonic time t treats its term as valid until t + ttl*0.99, and begins
@@ -9,4 +9,9 @@
 // that its work is dead before then, even when the store cannot be reached.
 // A "lost" answer steps down at once. Time reaches the loop through Clock so
 // these rules are tested without sleeping.
+//
+// Scale comes from the loop (loop.go): the jobs of one store are small
+// structs driven by one goroutine with one timer heap, and the store
+// requests that fall due together go out as one batch where the store can
+// batch them.
 package agent

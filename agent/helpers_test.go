@@ -178,13 +178,6 @@ func (f *faulty) Release(ctx context.Context, l providers.Lease) error {
 	return err
 }
 
-func (f *faulty) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if w, ok := f.Provider.(providers.Watcher); ok {
-		return w.Watch(ctx, key)
-	}
-	return nil, errors.New("not a watcher")
-}
-
 // nextCall waits for the next recorded call.
 func (f *faulty) nextCall(t *testing.T) call {
 	t.Helper()

@@ -25,70 +25,82 @@ type hookRunner struct {
 	runner   *runner
 	webhooks WebhookSender
 
-	mu     sync.Mutex
-	queue  []hookItem
-	busy   bool // an item is running
-	wake   chan struct{}
-	closed bool
+	mu      sync.Mutex
+	queue   []hookItem
+	busy    bool            // a goroutine works through the queue
+	waiters []chan struct{} // closed when the queue is next empty
 }
 
 type hookItem struct {
 	ev      config.Event
 	actions []config.Action
-	done    chan struct{}
+	then    func()
 }
 
-func newHookRunner(job string, log hclog.Logger, r *runner, w WebhookSender) *hookRunner {
-	return &hookRunner{job: job, log: log, runner: r, webhooks: w, wake: make(chan struct{}, 1)}
+// fire queues the actions for ev; then, when not nil, is called once its
+// exec actions have finished (from another goroutine: it posts to the loop).
+// A goroutine runs the queue while it is not empty: a job without hooks
+// costs none.
+func (h *hookRunner) fire(ev config.Event, actions []config.Action, then func()) {
+	if h == nil { // a job without hooks
+		if then != nil {
+			then()
+		}
+		return
+	}
+	h.mu.Lock()
+	if len(actions) == 0 && !h.busy {
+		h.mu.Unlock()
+		if then != nil {
+			then()
+		}
+		return
+	}
+	h.queue = append(h.queue, hookItem{ev: ev, actions: actions, then: then})
+	start := !h.busy
+	h.busy = true
+	h.mu.Unlock()
+	if start {
+		go h.drain()
+	}
 }
 
-// fire queues the actions for ev and returns a channel closed once its exec
-// actions have finished (at once when there are none and nothing is queued).
-func (h *hookRunner) fire(ev config.Event, actions []config.Action) <-chan struct{} {
-	done := make(chan struct{})
+// idle returns a channel closed once nothing is queued or running.
+func (h *hookRunner) idle() <-chan struct{} {
+	ch := make(chan struct{})
+	if h == nil {
+		close(ch)
+		return ch
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || len(actions) == 0 && len(h.queue) == 0 && !h.busy {
-		close(done)
-		return done
+	if !h.busy {
+		close(ch)
+	} else {
+		h.waiters = append(h.waiters, ch)
 	}
-	h.queue = append(h.queue, hookItem{ev: ev, actions: actions, done: done})
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
-	return done
+	return ch
 }
 
-// run works through the queue until ctx is done and the queue is empty.
-func (h *hookRunner) run(ctx context.Context) {
+func (h *hookRunner) drain() {
 	for {
 		h.mu.Lock()
 		if len(h.queue) == 0 {
 			h.busy = false
-			h.mu.Unlock()
-			select {
-			case <-h.wake:
-				continue
-			case <-ctx.Done():
-				h.mu.Lock()
-				empty := len(h.queue) == 0
-				if empty {
-					h.closed = true
-				}
-				h.mu.Unlock()
-				if empty {
-					return
-				}
-				continue
+			for _, ch := range h.waiters {
+				close(ch)
 			}
+			h.waiters = nil
+			h.mu.Unlock()
+			return
 		}
 		item := h.queue[0]
 		h.queue = h.queue[1:]
-		h.busy = true
 		h.mu.Unlock()
 		h.runItem(item)
-		close(item.done)
+		if item.then != nil {
+			item.then()
+		}
 	}
 }
 
@@ -100,7 +112,7 @@ func (h *hookRunner) runItem(item hookItem) {
 			h.runner.exec(item.ev, a.Exec)
 		case config.ActionWebhook:
 			if h.webhooks == nil {
-				h.log.Warn("webhook not sent: this agent has no webhook sender", "event", item.ev.Type)
+				h.log.Named("hooks").Warn("webhook not sent: this agent has no webhook sender", "event", item.ev.Type)
 				continue
 			}
 			// The webhook sender has its own shutdown grace; the hook

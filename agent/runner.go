@@ -27,10 +27,6 @@ type runner struct {
 	procs map[*proc.Process]struct{} // running, for Kill
 }
 
-func newRunner(job string, log hclog.Logger, shim string, m *metrics.Metrics) *runner {
-	return &runner{job: job, log: log, shim: shim, metrics: m, procs: map[*proc.Process]struct{}{}}
-}
-
 // started is a running command with its log writers, flushed when it ends.
 type started struct {
 	*proc.Process
@@ -71,6 +67,9 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	}
 	s.Process = p
 	r.mu.Lock()
+	if r.procs == nil {
+		r.procs = map[*proc.Process]struct{}{}
+	}
 	r.procs[p] = struct{}{}
 	r.mu.Unlock()
 	log.Debug("started", "pid", p.Pid(), "command", argv[0], "token", ev.Token)
@@ -135,6 +134,9 @@ func (r *runner) exec(ev config.Event, e *config.Exec) {
 
 // killAll SIGKILLs every running command (the agent's second signal).
 func (r *runner) killAll() {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	ps := make([]*proc.Process, 0, len(r.procs))
 	for p := range r.procs {

@@ -53,7 +53,7 @@ func TestTerm(t *testing.T) {
 
 // timingJob runs one job's loop on a fake clock over a real SQLite store
 // with faults injected into Renew.
-func timingJob(t *testing.T) (*job, *faulty, *fakeClock, context.CancelFunc, chan struct{}) {
+func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock()
 	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
@@ -65,14 +65,15 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock, context.CancelFunc, cha
 	f := newFaulty(p, clk)
 	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
 		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
-	j := newJob(spec, "node-1", "node-1#0badcafe", f, Options{Clock: clk}, hclog.NewNullLogger())
-	ctx, cancel := context.WithCancel(context.Background())
-	hctx, hcancel := context.WithCancel(context.Background())
-	go j.hooks.run(hctx)
-	done := make(chan struct{})
-	go func() { j.run(ctx); hcancel(); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return j, f, clk, cancel, done
+	l := newLoop(f, "sql.s", clk, nil)
+	j := newJob(&spec, "node-1", "node-1#0badcafe", l, Options{Clock: clk}, hclog.NewNullLogger())
+	l.post(j.start)
+	t.Cleanup(func() {
+		l.post(func() { j.end(ErrStopping) })
+		<-j.loopDone
+		l.close()
+	})
+	return j, f, clk
 }
 
 func expectCall(t *testing.T, f *faulty, op string, at time.Time) call {
@@ -89,7 +90,7 @@ func expectCall(t *testing.T, f *faulty, op string, at time.Time) call {
 // sent + ttl*0.99 - stop_timeout - KillMargin and releases.
 func TestRenewalsUntilDeadline(t *testing.T) {
 	t.Parallel()
-	j, f, clk, _, _ := timingJob(t)
+	j, f, clk := timingJob(t)
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
 	s := time.Second
@@ -106,7 +107,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 			t.Fatalf("renewal attempt at t0+%s, want t0+%s", at.Sub(t0), want)
 		}
 		expectCall(t, f, "renew", at)
-		if st := j.status().State; st != "leader" {
+		if st := j.get().State; st != "leader" {
 			t.Fatalf("state %q while the term is still valid, want leader", st)
 		}
 	}
@@ -124,7 +125,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 		t.Fatalf("after stepping down: %s, want a new candidacy (acquire)", c.op)
 	}
 	eventually(t, 5*time.Second, "status shows a candidate with the error", func() bool {
-		st := j.status()
+		st := j.get()
 		return st.State == "candidate" && st.LastError != ""
 	})
 }
@@ -132,7 +133,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 // A "lost" answer steps down at once, without a release.
 func TestLostStepsDownAtOnce(t *testing.T) {
 	t.Parallel()
-	j, f, clk, _, _ := timingJob(t)
+	j, f, clk := timingJob(t)
 	expectCall(t, f, "acquire", clk.Now())
 	f.setRenew(providers.ErrLost, false)
 	expectCall(t, f, "renew", clk.advanceToNext(t))
@@ -145,14 +146,14 @@ func TestLostStepsDownAtOnce(t *testing.T) {
 	if c.op != "acquire" {
 		t.Fatalf("after a lost lease: %s, want acquire (no release)", c.op)
 	}
-	eventually(t, 5*time.Second, "a new term", func() bool { return j.status().Token == 2 && j.status().State == "leader" })
+	eventually(t, 5*time.Second, "a new term", func() bool { return j.get().Token == 2 && j.get().State == "leader" })
 }
 
 // A renewal that hangs is abandoned at the step-down point: a slow store
 // cannot keep a leader past its term.
 func TestHangingRenewalAbandoned(t *testing.T) {
 	t.Parallel()
-	_, f, clk, _, _ := timingJob(t)
+	_, f, clk := timingJob(t)
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
 	f.setRenew(nil, true)

@@ -198,7 +198,7 @@ job "billing" {
 	// Term 2: a step-down hands over to node-2 as fast as without webhooks
 	// (SQLite has no notification: the next retry_every of 200ms).
 	start := time.Now()
-	if err := a1.StepDown("billing"); err != nil {
+	if err := a1.StepDown(context.Background(), "billing"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "node-2 leads", func() bool { return a2.job("billing").state == "leader" })

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"syscall"
@@ -11,103 +9,78 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/electd/electd/config"
-	"github.com/electd/electd/providers"
 )
 
 // leaderWork is what a leader runs: the `run` command under its restart
-// policy, or the `task` on its schedule. It lives for one term and is driven
-// by the election loop, which alone touches the lease.
+// policy, or the `task` on its schedule. It lives for one term. Its steps
+// run on the job's loop (job.onWork), which alone touches the lease: an
+// error a step returns is the reason the term ends.
 type leaderWork struct {
 	j       *job
 	elected config.Event
+	slot    time.Time // lock mode: the slot the lease was taken for
 
 	child    *started    // the run command, while it runs
 	failures []time.Time // failed runs in a row, within the failure window
 
 	task         *started // a task run in progress
 	taskTimedOut bool
+	recording    bool // a slot is being recorded with the lease
 
-	evs  chan workEvent
-	quit chan struct{}
+	timers []*timer
 }
 
-type workEvent struct {
-	kind string // runExited | restartDue | taskExited | taskTimeout | slotDue
-	s    *started
-	slot time.Time
+// after runs step on the loop after d, while the term lasts.
+func (w *leaderWork) after(d time.Duration, step func() error) {
+	w.timers = append(w.timers, w.j.l.after(d, func() { w.j.onWork(w, step) }))
 }
 
-func (w *leaderWork) events() <-chan workEvent {
-	if w.evs == nil {
-		w.evs = make(chan workEvent)
-		w.quit = make(chan struct{})
-	}
-	return w.evs
-}
-
-// send delivers ev to the loop unless the work has stopped.
-func (w *leaderWork) send(ev workEvent) {
-	select {
-	case w.evs <- ev:
-	case <-w.quit:
-	}
-}
-
-func (w *leaderWork) after(d time.Duration, ev workEvent) {
-	c := w.j.clock.After(d)
+// watchExit runs step on the loop when s exits, while the term lasts.
+func (w *leaderWork) watchExit(s *started, step func(*started) error) {
+	j := w.j
 	go func() {
-		select {
-		case <-c:
-			w.send(ev)
-		case <-w.quit:
-		}
+		<-s.Done()
+		j.l.post(func() { j.onWork(w, func() error { return step(s) }) })
 	}()
 }
 
-func (w *leaderWork) watchExit(s *started, kind string) {
-	go func() {
-		select {
-		case <-s.Done():
-			w.send(workEvent{kind: kind, s: s})
-		case <-w.quit:
-		}
-	}()
+// quit cancels the work's timers; on the loop, before stop.
+func (w *leaderWork) quit() {
+	for _, t := range w.timers {
+		w.j.l.cancel(t)
+	}
+	w.timers = nil
 }
 
 // begin starts the work once on_elected's execs are done.
-func (w *leaderWork) begin(ctx context.Context, lease *providers.Lease, tm *term, lockSlot time.Time) stepDownReason {
-	w.events()
+func (w *leaderWork) begin() error {
 	spec := w.j.spec
 	switch {
 	case spec.Run != nil:
 		return w.startRun()
 	case spec.Task != nil && spec.Mode == config.ModeLock:
-		ran, r := w.runSlot(ctx, lockSlot, lease, tm)
-		if !ran && r.why == "" {
-			return stepDownReason{why: "the slot was already run"}
-		}
-		return r
+		return w.runSlot(w.slot)
 	case spec.Task != nil:
 		// A slot missed while no node led (the old leader died just before
 		// it) is run once now: no scheduled run is lost to a failover.
-		now := w.j.clock.Now()
-		if missed := latestSlot(spec.Task.Schedule, lastSlot(lease.Value), now); !missed.IsZero() {
+		now := w.j.l.clock.Now()
+		if missed := latestSlot(spec.Task.Schedule, lastSlot(w.j.lease.Value), now); !missed.IsZero() {
 			w.j.log.Info("running a slot missed during the failover", "slot", missed.UTC().Format(time.RFC3339))
-			if _, r := w.runSlot(ctx, missed, lease, tm); r.why != "" {
-				return r
+			if err := w.runSlot(missed); err != nil {
+				return err
 			}
 		}
 		w.scheduleNext(now)
 	}
-	return stepDownReason{}
+	return nil
 }
 
 func (w *leaderWork) scheduleNext(after time.Time) {
 	next := nextSlot(w.j.spec.Task.Schedule, after)
-	w.after(next.Sub(w.j.clock.Now()), workEvent{kind: "slotDue", slot: next})
+	w.after(next.Sub(w.j.l.clock.Now()), func() error { return w.slotDue(next) })
 }
 
-func (w *leaderWork) startRun() stepDownReason {
+func (w *leaderWork) startRun() error {
 	run := w.j.spec.Run
 	s, err := w.j.runner.start("run", run.Command, w.elected)
 	if err != nil {
@@ -115,24 +88,24 @@ func (w *leaderWork) startRun() stepDownReason {
 		// not exist: this node cannot do the work, and retrying here would
 		// keep the job from the nodes that can.
 		w.j.runner.count(w.elected.Type, "run", "failed")
-		return stepDownReason{why: "the run command cannot start on this node: " + err.Error(), failure: true, giveAway: "cannot_start"}
+		return fmt.Errorf("%w: %v", ErrCannotStart, err)
 	}
 	w.j.log.Info("run command started", "pid", s.Pid(), "token", w.elected.Token)
 	w.child = s
-	w.watchExit(s, "runExited")
-	return stepDownReason{}
+	w.watchExit(s, w.runExited)
+	return nil
 }
 
 // countFailure counts a failed run (a non-zero exit) and says to give the
 // job away when max_failures of them came in a row within failure_window.
 // A clean exit ends the row.
-func (w *leaderWork) countFailure(code int) stepDownReason {
+func (w *leaderWork) countFailure(code int) error {
 	run := w.j.spec.Run
 	if code == 0 {
 		w.failures = nil
-		return stepDownReason{}
+		return nil
 	}
-	now := w.j.clock.Now()
+	now := w.j.l.clock.Now()
 	recent := w.failures[:0]
 	for _, t := range w.failures {
 		if now.Sub(t) < run.FailureWindow {
@@ -141,10 +114,10 @@ func (w *leaderWork) countFailure(code int) stepDownReason {
 	}
 	w.failures = append(recent, now)
 	if len(w.failures) < max(run.MaxFailures, 1) {
-		return stepDownReason{}
+		return nil
 	}
-	return stepDownReason{failure: true, giveAway: "failing", why: fmt.Sprintf(
-		"the run command failed %d times in a row within %s (last exit code %d)", len(w.failures), run.FailureWindow, code)}
+	return fmt.Errorf("%w: it failed %d times in a row within %s (last exit code %d)",
+		ErrFailing, len(w.failures), run.FailureWindow, code)
 }
 
 func restartWait(run *config.Run) time.Duration {
@@ -154,81 +127,94 @@ func restartWait(run *config.Run) time.Duration {
 	return time.Second
 }
 
-// handle reacts to one event of the work.
-func (w *leaderWork) handle(ctx context.Context, ev workEvent, lease *providers.Lease, tm *term) stepDownReason {
-	run, task := w.j.spec.Run, w.j.spec.Task
-	switch ev.kind {
-	case "runExited":
-		if ev.s != w.child {
-			return stepDownReason{}
-		}
-		w.child = nil
-		w.j.runner.finished(ev.s, false)
-		code := ev.s.ExitCode()
-		if r := w.countFailure(code); r.why != "" {
-			return r
-		}
-		switch {
-		case run.Restart == config.RestartNever:
-			return stepDownReason{why: "the run command exited (restart = never)", backoff: true}
-		case run.Restart == config.RestartOnFailure && code == 0:
-			w.j.log.Info("run command exited cleanly; not restarted (restart = on-failure); keeping the lease")
-		default:
-			w.j.log.Info("restarting the run command", "exit_code", code, "in", restartWait(run))
-			w.after(restartWait(run), workEvent{kind: "restartDue"})
-		}
-	case "restartDue":
-		return w.startRun()
-	case "taskExited":
-		if ev.s != w.task {
-			return stepDownReason{}
-		}
-		w.j.runner.finished(ev.s, w.taskTimedOut)
-		w.task, w.taskTimedOut = nil, false
-		if w.j.spec.Mode == config.ModeLock {
-			return stepDownReason{why: "the task run finished"}
-		}
-	case "taskTimeout":
-		if ev.s == w.task && !w.taskTimedOut {
-			w.taskTimedOut = true
-			w.j.log.Warn("task timed out: stopping it", "timeout", task.Timeout)
-			go ev.s.Stop(signalOr(task.StopSignal), task.StopTimeout)
-		}
-	case "slotDue":
-		if w.task != nil {
-			w.j.log.Warn("slot skipped: the previous run is still running", "slot", ev.slot.UTC().Format(time.RFC3339))
-			w.j.runner.count(w.elected.Type, "task", "skipped")
-		} else if _, r := w.runSlot(ctx, ev.slot, lease, tm); r.why != "" {
-			return r
-		}
-		w.scheduleNext(ev.slot)
+func (w *leaderWork) runExited(s *started) error {
+	run := w.j.spec.Run
+	if s != w.child {
+		return nil
 	}
-	return stepDownReason{}
+	w.child = nil
+	w.j.runner.finished(s, false)
+	code := s.ExitCode()
+	if err := w.countFailure(code); err != nil {
+		return err
+	}
+	switch {
+	case run.Restart == config.RestartNever:
+		return ErrWorkEnded
+	case run.Restart == config.RestartOnFailure && code == 0:
+		w.j.log.Info("run command exited cleanly; not restarted (restart = on-failure); keeping the lease")
+	default:
+		w.j.log.Info("restarting the run command", "exit_code", code, "in", restartWait(run))
+		w.after(restartWait(run), w.startRun)
+	}
+	return nil
+}
+
+func (w *leaderWork) taskExited(s *started) error {
+	if s != w.task {
+		return nil
+	}
+	w.j.runner.finished(s, w.taskTimedOut)
+	w.task, w.taskTimedOut = nil, false
+	if w.j.spec.Mode == config.ModeLock {
+		return fmt.Errorf("%w: the task run finished", ErrSlotDone)
+	}
+	return nil
+}
+
+func (w *leaderWork) taskTimeout(s *started) error {
+	task := w.j.spec.Task
+	if s == w.task && !w.taskTimedOut {
+		w.taskTimedOut = true
+		w.j.log.Warn("task timed out: stopping it", "timeout", task.Timeout)
+		go s.Stop(signalOr(task.StopSignal), task.StopTimeout)
+	}
+	return nil
+}
+
+func (w *leaderWork) slotDue(slot time.Time) error {
+	if w.task != nil || w.recording {
+		w.j.log.Warn("slot skipped: the previous run is still running", "slot", slot.UTC().Format(time.RFC3339))
+		w.j.runner.count(w.elected.Type, "task", "skipped")
+	} else if err := w.runSlot(slot); err != nil {
+		return err
+	}
+	w.scheduleNext(slot)
+	return nil
 }
 
 // runSlot records slot with the lease, then runs the task for it: at most
 // once per slot across the cluster, because a slot is only run after the
 // store has accepted it under this term. A slot already recorded is skipped.
-func (w *leaderWork) runSlot(ctx context.Context, slot time.Time, lease *providers.Lease, tm *term) (bool, stepDownReason) {
-	task := w.j.spec.Task
+func (w *leaderWork) runSlot(slot time.Time) error {
+	if !lastSlot(w.j.lease.Value).Before(slot) {
+		w.j.log.Info("slot already run; skipping it", "slot", slot.UTC().Format(time.RFC3339))
+		if w.j.spec.Mode == config.ModeLock {
+			return fmt.Errorf("%w: the slot was already run", ErrSlotDone)
+		}
+		return nil
+	}
+	w.recording = true
+	w.j.renew(renewal{value: formatSlot(slot), then: func(err error) {
+		w.recording = false
+		w.j.onWork(w, func() error { return w.startTask(slot, err) })
+	}})
+	return nil
+}
+
+// startTask starts the task for slot once the slot is recorded (recorded
+// is the store's error, or nil).
+func (w *leaderWork) startTask(slot time.Time, recorded error) error {
+	task, lock := w.j.spec.Task, w.j.spec.Mode == config.ModeLock
 	log := w.j.log.With("slot", slot.UTC().Format(time.RFC3339))
-	if !lastSlot(lease.Value).Before(slot) {
-		log.Info("slot already run; skipping it")
-		return false, stepDownReason{}
-	}
-	l := *lease
-	l.Value = formatSlot(slot)
-	renewed, sent, err := w.j.renew(ctx, l, tm.stopBy)
-	switch {
-	case errors.Is(err, providers.ErrLost):
-		return false, stepDownReason{why: "the store says the lease is lost", lost: true, failure: true}
-	case err != nil:
-		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", err)
+	if recorded != nil {
+		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
 		w.j.runner.count(w.elected.Type, "task", "skipped")
-		return false, stepDownReason{}
+		if lock {
+			return fmt.Errorf("%w: the slot could not be recorded", ErrSlotDone)
+		}
+		return nil
 	}
-	*lease, *tm = renewed, newTerm(sent, w.j.spec.TTL, w.j.spec.StopTimeout())
-	w.j.setLeader(renewed)
 	ev := w.elected
 	ev.Time = time.Now()
 	// ELECTD_SLOT names the run for the task itself: an idempotency key.
@@ -236,33 +222,30 @@ func (w *leaderWork) runSlot(ctx context.Context, slot time.Time, lease *provide
 	if err != nil {
 		log.Error("cannot start the task", "error", err)
 		w.j.runner.count(ev.Type, "task", "failed")
-		if w.j.spec.Mode == config.ModeLock {
-			return false, stepDownReason{why: "the task could not start: " + err.Error(), failure: true}
+		if lock {
+			return fmt.Errorf("%w: the task could not start: %v", ErrCannotStart, err)
 		}
-		return false, stepDownReason{}
+		return nil
 	}
 	log.Info("task started", "pid", s.Pid(), "token", ev.Token)
 	w.task, w.taskTimedOut = s, false
-	w.watchExit(s, "taskExited")
+	w.watchExit(s, w.taskExited)
 	if task.Timeout > 0 {
-		w.after(task.Timeout, workEvent{kind: "taskTimeout", s: s})
+		w.after(task.Timeout, func() error { return w.taskTimeout(s) })
 	}
-	return true, stepDownReason{}
+	return nil
 }
 
 // stop ends the work: stop signal to each process group, SIGKILL after the
-// grace, and returns once everything is gone. No new work starts after it.
+// grace, and returns once everything is gone. It runs off the loop, after
+// quit: no new work starts.
 func (w *leaderWork) stop() {
-	if w.quit != nil {
-		close(w.quit)
-	}
 	if s := w.child; s != nil {
 		run := w.j.spec.Run
 		if s.Stop(signalOr(run.StopSignal), run.StopTimeout) {
 			w.j.log.Warn("run command did not stop within stop_timeout: killed its process group", "stop_timeout", run.StopTimeout)
 		}
 		w.j.runner.finished(s, false)
-		w.child = nil
 	}
 	if s := w.task; s != nil {
 		task := w.j.spec.Task
@@ -270,7 +253,6 @@ func (w *leaderWork) stop() {
 			w.j.log.Warn("task did not stop within stop_timeout: killed its process group", "stop_timeout", task.StopTimeout)
 		}
 		w.j.runner.finished(s, w.taskTimedOut)
-		w.task = nil
 	}
 }
 

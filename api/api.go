@@ -14,41 +14,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/agent"
 	"github.com/electd/electd/internal/redact"
 )
 
-// Job states as the API reports them.
-const (
-	StateLeader    = "leader"
-	StateFollower  = "follower"
-	StateCandidate = "candidate"
-	StateStopping  = "stopping"
-)
-
-// JobStatus is one job as GET /v1/jobs shows it.
-type JobStatus struct {
-	Job          string     `json:"job"`
-	Provider     string     `json:"provider"`
-	State        string     `json:"state"`
-	Leader       string     `json:"leader"`
-	Token        uint64     `json:"token"`
-	Since        *time.Time `json:"since"`         // when the current state began
-	LeaseExpires *time.Time `json:"lease_expires"` // the store's view, while this node leads
-	LastError    string     `json:"last_error"`
-	// LastLeaseOp is when a lease operation last completed (any answer,
-	// "held" included); TTL is the job's ttl. /healthz fails when the gap
-	// grows past the ttl: the loop is wedged (kubernetes #82960).
-	LastLeaseOp time.Time     `json:"last_lease_op"`
-	TTL         time.Duration `json:"-"`
-}
-
-// ErrNoSuchJob is returned by StepDown for a job the agent does not run.
-var ErrNoSuchJob = errors.New("api: no such job")
-
-// Agent is what the API needs of a running agent.
+// Agent is what the API needs of a running agent (agent.Agent).
 type Agent interface {
-	Jobs() []JobStatus
-	StepDown(job string) error
+	Jobs() []agent.JobStatus
+	StepDown(ctx context.Context, job string) error
 	Ready() bool // every job loop started
 }
 
@@ -111,9 +84,9 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("job")
-	err := s.o.Agent.StepDown(name)
+	err := s.o.Agent.StepDown(r.Context(), name)
 	switch {
-	case errors.Is(err, ErrNoSuchJob):
+	case errors.Is(err, agent.ErrNoSuchJob):
 		s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
 	case err != nil:
 		s.writeError(w, http.StatusConflict, err.Error())
@@ -126,24 +99,11 @@ func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 // healthz fails when any job's loop has completed no lease operation for
 // longer than its ttl.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
-	if wedged := Wedged(s.o.Agent.Jobs(), s.o.Now()); len(wedged) > 0 {
+	if wedged := agent.Wedged(s.o.Agent.Jobs(), s.o.Now()); len(wedged) > 0 {
 		s.writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
 		return
 	}
 	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// Wedged describes the jobs whose loop has completed no lease operation for
-// longer than their ttl (used by /healthz and the systemd watchdog).
-func Wedged(jobs []JobStatus, now time.Time) []string {
-	var wedged []string
-	for _, j := range jobs {
-		if j.TTL > 0 && !j.LastLeaseOp.IsZero() && now.Sub(j.LastLeaseOp) > j.TTL {
-			wedged = append(wedged, fmt.Sprintf("%s: no lease operation completed for %s (ttl %s)",
-				j.Job, now.Sub(j.LastLeaseOp).Round(time.Second), j.TTL))
-		}
-	}
-	return wedged
 }
 
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {

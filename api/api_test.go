@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/agent"
 	"github.com/electd/electd/internal/redact"
 )
 
@@ -18,14 +19,14 @@ import (
 // API against a running agent binary is tested in systest.
 type jobsAgent struct {
 	mu       sync.Mutex
-	jobs     []JobStatus
+	jobs     []agent.JobStatus
 	steppedD []string
 	ready    bool
 }
 
-func (a *jobsAgent) Jobs() []JobStatus { a.mu.Lock(); defer a.mu.Unlock(); return a.jobs }
-func (a *jobsAgent) Ready() bool       { return a.ready }
-func (a *jobsAgent) StepDown(job string) error {
+func (a *jobsAgent) Jobs() []agent.JobStatus { a.mu.Lock(); defer a.mu.Unlock(); return a.jobs }
+func (a *jobsAgent) Ready() bool             { return a.ready }
+func (a *jobsAgent) StepDown(_ context.Context, job string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, j := range a.jobs {
@@ -34,16 +35,16 @@ func (a *jobsAgent) StepDown(job string) error {
 			return nil
 		}
 	}
-	return ErrNoSuchJob
+	return agent.ErrNoSuchJob
 }
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 func newAgent() *jobsAgent {
 	since := now.Add(-time.Minute)
-	return &jobsAgent{ready: true, jobs: []JobStatus{
-		{Job: "billing", Provider: "sql.main", State: StateLeader, Leader: "web-1", Token: 42, Since: &since, LastLeaseOp: now.Add(-2 * time.Second), TTL: 15 * time.Second},
-		{Job: "report", Provider: "sql.main", State: StateFollower, Leader: "web-2", Token: 7, LastLeaseOp: now.Add(-time.Second), TTL: 15 * time.Second},
+	return &jobsAgent{ready: true, jobs: []agent.JobStatus{
+		{Job: "billing", Provider: "sql.main", State: agent.StateLeader, Leader: "web-1", Token: 42, Since: &since, LastLeaseOp: now.Add(-2 * time.Second), TTL: 15 * time.Second},
+		{Job: "report", Provider: "sql.main", State: agent.StateFollower, Leader: "web-2", Token: 7, LastLeaseOp: now.Add(-time.Second), TTL: 15 * time.Second},
 	}}
 }
 

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	ec "github.com/electd/electd/internal/cluster"
 )
 
 // Timings of every job: short so that faults cycle fast, and passing
@@ -55,14 +56,9 @@ type cluster struct {
 }
 
 // agentProc is one `electd run` process. Its stdout and stderr are a pipe
-// the test copies into its log, so that a fault can close the reader.
-type agentProc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *os.File // the pipe's read end
-	done chan struct{}
-	err  error
-}
+// the test copies into its log (Out is the read end), so that a fault can
+// close the reader.
+type agentProc = ec.Agent
 
 // window is a time range of one node (a pause). A zero to is still open.
 type window struct {
@@ -118,13 +114,7 @@ job %q {
 }
 `, name, mode, ttl, renewEvery, retryEvery, slotEvery, self, envChild, c.rec.addr(), stopTimeout)
 	}
-	return fmt.Sprintf(`
-agent {
-  node_id          = %q
-  listen           = ""
-  log_level        = "debug"
-  shutdown_timeout = "15s"
-}
+	return ec.AgentBlock(node, "", ec.Str("log_level", "debug"), ec.Str("shutdown_timeout", "15s")) + fmt.Sprintf(`
 %s
 job %q {
   ttl         = %q
@@ -139,7 +129,7 @@ job %q {
     hold_off     = %q
   }
 }
-`, node, c.st.block(addr), jobRun, ttl, renewEvery, retryEvery, runProgram, envChild, c.rec.addr(), stopTimeout, holdOff) +
+`, c.st.block(addr), jobRun, ttl, renewEvery, retryEvery, runProgram, envChild, c.rec.addr(), stopTimeout, holdOff) +
 		task(jobTickLead, "leader") + task(jobTickLock, "lock")
 }
 
@@ -152,41 +142,18 @@ func (c *cluster) start(node string) {
 }
 
 // spawn starts `electd run -config cfg`, its output appended to name.log
-// through a pipe.
+// through a pipe. An interrupted test leaves no agent behind (their
+// children follow them through electd's own parent-death shim).
 func (c *cluster) spawn(name, cfg string) *agentProc {
-	logf, err := os.OpenFile(c.logPath(name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	p, err := ec.StartProcess(ec.Spec{Name: name, Argv: []string{binary, "run", "-config", cfg}, Dir: c.dir,
+		LogPath: c.logPath(name), AppendLog: true, Pipe: true})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	fmt.Fprintf(logf, "=== faults: agent started at %s\n", time.Now().Format(time.RFC3339Nano))
-	r, w, err := os.Pipe()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "run", "-config", cfg)
-	cmd.Dir = c.dir
-	cmd.Stdout, cmd.Stderr = w, w
-	// An interrupted test leaves no agent behind (their children follow
-	// them through electd's own parent-death shim).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	p := &agentProc{name: name, cmd: cmd, out: r, done: make(chan struct{})}
-	go func() {
-		// Ends when the agent (the pipe's only writer) is gone, or when a
-		// closed-output fault closes r.
-		io.Copy(logf, r)
-		r.Close()
-		logf.Close()
-	}()
-	go func() { p.err = cmd.Wait(); close(p.done) }()
 	return p
 }
 
-func (c *cluster) logPath(name string) string { return filepath.Join(c.dir, name+".log") }
+func (c *cluster) logPath(name string) string { return ec.LogPath(c.dir, name) }
 
 // logSize is how much of name's log is written, to read what comes after.
 func (c *cluster) logSize(name string) int64 {
@@ -274,7 +241,7 @@ func (c *cluster) failf(format string, a ...any) {
 }
 
 func (c *cluster) pause(node string) {
-	c.agent(node).cmd.Process.Signal(syscall.SIGSTOP)
+	c.agent(node).Signal(syscall.SIGSTOP)
 	c.mu.Lock()
 	c.pauses = append(c.pauses, window{node: node, from: time.Now()})
 	c.mu.Unlock()
@@ -288,18 +255,12 @@ func (c *cluster) resume(node string) {
 		}
 	}
 	c.mu.Unlock()
-	c.agent(node).cmd.Process.Signal(syscall.SIGCONT)
+	c.agent(node).Signal(syscall.SIGCONT)
 }
 
 // waitExit waits for node's agent to exit and returns its error.
 func (c *cluster) waitExit(node string, within time.Duration) (error, bool) {
-	p := c.agent(node)
-	select {
-	case <-p.done:
-		return p.err, true
-	case <-time.After(within):
-		return nil, false
-	}
+	return c.agent(node).Wait(within)
 }
 
 // leader waits until exactly one run child is alive, its agent running
@@ -341,14 +302,7 @@ func (c *cluster) paused(node string) bool {
 }
 
 // agentRunning reports whether node's agent has not exited.
-func (c *cluster) agentRunning(node string) bool {
-	select {
-	case <-c.agent(node).done:
-		return false
-	default:
-		return true
-	}
-}
+func (c *cluster) agentRunning(node string) bool { return !c.agent(node).Exited() }
 
 // shutdown is the end of a run: every agent gets SIGTERM and must exit 0
 // within its shutdown_timeout, leaving no child behind.
@@ -359,7 +313,7 @@ func (c *cluster) shutdown() {
 		}
 	}
 	for _, node := range c.nodes {
-		c.agent(node).cmd.Process.Signal(syscall.SIGTERM)
+		c.agent(node).Signal(syscall.SIGTERM)
 	}
 	for _, node := range c.nodes {
 		err, ok := c.waitExit(node, 20*time.Second)
@@ -398,8 +352,6 @@ func (c *cluster) kill() {
 	}
 	c.mu.Unlock()
 	for _, p := range agents {
-		p.cmd.Process.Signal(syscall.SIGCONT)
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
+		p.Kill()
 	}
 }

@@ -229,7 +229,7 @@ func (c *cluster) inject(kind string, lead childLife, rng *rand.Rand) (faultRec,
 	var err error
 	switch kind {
 	case faultKill, faultKillRejoin:
-		c.agent(node).cmd.Process.Signal(syscall.SIGKILL)
+		c.agent(node).Signal(syscall.SIGKILL)
 		if _, ok := c.waitExit(node, 10*time.Second); !ok {
 			return f, fmt.Errorf("agent %s still running 10s after SIGKILL", node)
 		}
@@ -281,7 +281,7 @@ func (c *cluster) inject(kind string, lead childLife, rng *rand.Rand) (faultRec,
 		f.node = ""
 		err = c.hupBurst(lead)
 	case faultHandover:
-		c.agent(node).cmd.Process.Signal(syscall.SIGTERM)
+		c.agent(node).Signal(syscall.SIGTERM)
 		if err := c.stopped(kind, node, 20*time.Second); err != nil {
 			return f, err
 		}
@@ -315,15 +315,15 @@ func (c *cluster) inject(kind string, lead childLife, rng *rand.Rand) (faultRec,
 func (c *cluster) hupBurst(lead childLife) error {
 	for range 10 {
 		for _, node := range c.nodes {
-			c.agent(node).cmd.Process.Signal(syscall.SIGHUP)
+			c.agent(node).Signal(syscall.SIGHUP)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
 	for _, node := range c.nodes {
 		select {
-		case <-c.agent(node).done:
-			c.failf("sighup-burst: agent %s exited (%v)", node, c.agent(node).err)
+		case <-c.agent(node).Done():
+			c.failf("sighup-burst: agent %s exited (%v)", node, c.agent(node).Err())
 			c.start(node)
 		default:
 		}

@@ -4,11 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	ec "github.com/electd/electd/internal/cluster"
 )
 
 var (
@@ -31,25 +31,18 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain(os.Args[1:]))
 	}
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "electd-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := func() int {
-		defer os.RemoveAll(dir)
+		defer ec.Cleanup()
+		var err error
 		if self, err = os.Executable(); err != nil {
 			fmt.Fprintln(os.Stderr, "faults: cannot find the test binary:", err)
 			return 1
 		}
 		binary = *binFlag
 		if binary == "" {
-			binary = filepath.Join(dir, "electd")
 			start := time.Now()
-			build := exec.Command("go", "build", "-o", binary, "../cmd/electd")
-			build.Stdout, build.Stderr = os.Stderr, os.Stderr
-			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "faults: building electd:", err)
+			if binary, err = ec.Electd(); err != nil {
+				fmt.Fprintln(os.Stderr, "faults:", err)
 				return 1
 			}
 			if testing.Verbose() {

@@ -69,11 +69,11 @@ func (c *cluster) dupNode(lead childLife) error {
 		c.note("dup-node-id: the leader changed before the clash was due")
 	}
 
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
-		if p.err != nil {
-			c.failf("dup-node-id: the twin of %s exited with %v after SIGTERM, want exit 0", node, p.err)
+	case <-p.Done():
+		if p.Err() != nil {
+			c.failf("dup-node-id: the twin of %s exited with %v after SIGTERM, want exit 0", node, p.Err())
 		}
 	case <-time.After(20 * time.Second):
 		return fmt.Errorf("the twin of %s did not exit within 20s of SIGTERM", node)
@@ -94,18 +94,18 @@ func (c *cluster) closedOutput(lead childLife) error {
 		fmt.Fprintf(f, "=== faults: closed the reader of the agent's output at %s\n", time.Now().Format(time.RFC3339Nano))
 		f.Close()
 	}
-	p.out.Close()
+	p.Out.Close()
 	// A reload (of the same file) makes the agent write at once; the tick
 	// jobs make every node write once a second anyway.
-	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.Signal(syscall.SIGHUP)
 	time.Sleep(500 * time.Millisecond)
 	if !c.agentRunning(node) {
-		c.failf("closed-output: agent %s exited (%v) once its output was closed", node, p.err)
+		c.failf("closed-output: agent %s exited (%v) once its output was closed", node, p.Err())
 		c.start(node)
 		return nil
 	}
 	term := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
 	if err := c.stopped(faultClosedOutput, node, 20*time.Second); err != nil {
 		return err
 	}
@@ -163,13 +163,13 @@ func (c *cluster) badReload(lead childLife) error {
 			return err
 		}
 		off := c.logSize(node)
-		c.agent(node).cmd.Process.Signal(syscall.SIGHUP)
+		c.agent(node).Signal(syscall.SIGHUP)
 		rejected := false
 		for deadline := time.Now().Add(10 * time.Second); !rejected && c.agentRunning(node) && time.Now().Before(deadline); {
 			_, rejected = c.waitLog(node, off, 50*time.Millisecond, "reload rejected")
 		}
 		if !c.agentRunning(node) {
-			c.failf("bad-reload: agent %s exited (%v) on a reload of %s", node, c.agent(node).err, bad.what)
+			c.failf("bad-reload: agent %s exited (%v) on a reload of %s", node, c.agent(node).Err(), bad.what)
 			if err := os.WriteFile(path, good, 0o600); err != nil {
 				return err
 			}
@@ -187,7 +187,7 @@ func (c *cluster) badReload(lead childLife) error {
 		return err
 	}
 	off := c.logSize(node)
-	c.agent(node).cmd.Process.Signal(syscall.SIGHUP)
+	c.agent(node).Signal(syscall.SIGHUP)
 	if l, ok := c.waitLog(node, off, 10*time.Second, "configuration reloaded"); !ok || !strings.Contains(l, "restarted=[]") {
 		c.failf("bad-reload: reloading the restored configuration of %s: %q, want a reload that restarts nothing", node, strings.TrimSpace(l))
 	}
@@ -215,7 +215,7 @@ func (c *cluster) cannotStart(lead childLife) error {
 	}
 	off := c.logSize(node)
 	hup := time.Now()
-	c.agent(node).cmd.Process.Signal(syscall.SIGHUP)
+	c.agent(node).Signal(syscall.SIGHUP)
 	next, ok := c.rec.nextStart(func(ch childLife) bool { return !ch.start.After(hup) }, ttl+10*time.Second)
 	switch {
 	case !ok:
@@ -265,7 +265,7 @@ func (c *cluster) cannotStart(lead childLife) error {
 		return err
 	}
 	off = c.logSize(node)
-	c.agent(node).cmd.Process.Signal(syscall.SIGHUP)
+	c.agent(node).Signal(syscall.SIGHUP)
 	if _, ok := c.waitLog(node, off, 10*time.Second, "configuration reloaded"); !ok {
 		c.failf("cannot-start: %s did not reload its restored configuration within 10s", node)
 	}
@@ -313,7 +313,7 @@ func (c *cluster) setsidChild(lead childLife) error {
 	}
 
 	killed := time.Now()
-	c.agent(node).cmd.Process.Signal(sig)
+	c.agent(node).Signal(sig)
 	if sig == syscall.SIGTERM {
 		if err := c.stopped(faultSetsid, node, 20*time.Second); err != nil {
 			return err
@@ -341,13 +341,13 @@ func (c *cluster) setsidChild(lead childLife) error {
 func (c *cluster) stopAfterStart(lead childLife) error {
 	first := lead.node
 	term := time.Now()
-	c.agent(first).cmd.Process.Signal(syscall.SIGTERM)
+	c.agent(first).Signal(syscall.SIGTERM)
 	next, ok := c.rec.nextStart(func(ch childLife) bool { return !ch.start.After(term) }, ttl+10*time.Second)
 	if !ok {
 		return fmt.Errorf("no node took over within %s of the SIGTERM of %s", ttl+10*time.Second, first)
 	}
 	second := next.node
-	c.agent(second).cmd.Process.Signal(syscall.SIGTERM)
+	c.agent(second).Signal(syscall.SIGTERM)
 	stopAt := time.Now()
 	if testing.Verbose() && !*longForm {
 		c.t.Logf("stop-after-start: SIGTERM of %s %s after its child reported", second, stopAt.Sub(next.start).Round(time.Microsecond))

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	ec "github.com/electd/electd/internal/cluster"
 )
 
 // recorder is the resource the children write to, guarded by the fencing
@@ -289,16 +290,4 @@ func (r *recorder) ours(pid int) bool {
 	return false
 }
 
-// alive reports whether pid is running. A zombie does no work: gone.
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
-}
+func alive(pid int) bool { return ec.Alive(pid) }

@@ -2,11 +2,8 @@ package faults
 
 import (
 	"context"
-	"crypto/rand"
 	dbsql "database/sql"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -16,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the driver the sql provider uses for sqlite
 
+	ec "github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
 )
 
@@ -35,12 +33,6 @@ type store struct {
 	stall     func(d time.Duration) error
 	stallHow  string
 	restarted string // how restart works, for the report
-}
-
-func randomSuffix() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // newStore sets up the named store for one run: a fresh SQLite file, a
@@ -71,7 +63,7 @@ func sqliteStore(t *testing.T) *store {
 	return &store{
 		name: "sqlite",
 		block: func(string) string {
-			return fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n", path)
+			return ec.SQLBlock("sqlite", path, "")
 		},
 		stall: func(d time.Duration) error {
 			db, err := dbsql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
@@ -108,16 +100,13 @@ func holdLock(db *dbsql.DB, begin string, d time.Duration, end string) error {
 // restarted: connection faults go through the proxies, and a stall is an
 // ACCESS EXCLUSIVE lock on the table.
 func postgresStore(t *testing.T) *store {
-	dsn := os.Getenv("ELECTD_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	dsn := ec.PostgresDSN()
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatalf("postgres dsn: %v", err)
 	}
 	upstream := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
-	table := "electd_faults_" + randomSuffix()
+	table := "electd_faults_" + ec.RandomSuffix()
 	agentDSN := func(addr string) string {
 		return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=2", cfg.User, addr, cfg.Database)
 	}
@@ -140,7 +129,7 @@ func postgresStore(t *testing.T) *store {
 		name:     "postgres",
 		upstream: upstream,
 		block: func(addr string) string {
-			return fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"postgres\"\n  dsn = %q\n  table = %q\n}\n", agentDSN(addr), table)
+			return ec.SQLBlock("postgres", agentDSN(addr), table)
 		},
 		stall: func(d time.Duration) error {
 			ctx := context.Background()
@@ -169,15 +158,12 @@ func postgresStore(t *testing.T) *store {
 // session of the test: the agents' statements queue behind it, and those
 // they gave up on still run once it is lifted, as after a partition.
 func mysqlStore(t *testing.T) *store {
-	dsn := os.Getenv("ELECTD_TEST_MYSQL_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
+	dsn := ec.MySQLDSN()
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil || cfg.Net != "tcp" {
 		t.Fatalf("mysql dsn: want a tcp address (%v)", err)
 	}
-	table := "electd_faults_" + randomSuffix()
+	table := "electd_faults_" + ec.RandomSuffix()
 	agentDSN := func(addr string) string {
 		c := cfg.Clone()
 		c.Addr, c.Timeout = addr, 2*time.Second
@@ -202,7 +188,7 @@ func mysqlStore(t *testing.T) *store {
 		name:     "mysql",
 		upstream: cfg.Addr,
 		block: func(addr string) string {
-			return fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"mysql\"\n  dsn = %q\n  table = %q\n}\n", agentDSN(addr), table)
+			return ec.SQLBlock("mysql", agentDSN(addr), table)
 		},
 		stall: func(d time.Duration) error {
 			return holdLock(db, "LOCK TABLES `"+table+"` WRITE", d, "UNLOCK TABLES")
@@ -222,23 +208,24 @@ func redisStore(t *testing.T) *store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := "faults-" + randomSuffix() + ":"
+	prefix := "faults-" + ec.RandomSuffix() + ":"
 	s := &store{
 		name:     "redis",
 		upstream: teststore.Addr(port),
 		block: func(addr string) string {
-			return fmt.Sprintf("provider \"redis\" \"s\" {\n  addresses = [%q]\n  prefix = %q\n}\n", addr, prefix)
+			return ec.RedisBlock(prefix, addr)
 		},
 		stallHow:  "SIGSTOP of redis-server, then SIGCONT",
 		restarted: "SIGKILL, then a new redis-server on the same port and append-only file",
 	}
 	s.restart = func() error {
 		p.Stop()
-		np, err := teststore.StartRedisAt(t, port, dir, args...)
+		_, np, err := teststore.StartRedisProc(dir, port, args...)
 		if err != nil {
 			return fmt.Errorf("restart redis: %w", err)
 		}
 		p = np
+		t.Cleanup(np.Stop)
 		return nil
 	}
 	s.stall = func(d time.Duration) error { return freeze(p, d) }
@@ -250,16 +237,21 @@ func etcdStore(t *testing.T) *store {
 	dir := t.TempDir()
 	cport, pport := teststore.MustFreePort(t), teststore.MustFreePort(t)
 	endpoint, p := teststore.StartEtcdAt(t, dir, cport, pport)
-	prefix := "/faults-" + randomSuffix() + "/"
+	prefix := "/faults-" + ec.RandomSuffix() + "/"
 	return &store{
 		name:     "etcd",
 		upstream: endpoint,
 		block: func(addr string) string {
-			return fmt.Sprintf("provider \"etcd\" \"s\" {\n  endpoints = [%q]\n  prefix = %q\n  dial_timeout = \"1s\"\n}\n", addr, prefix)
+			return ec.EtcdBlock(prefix, []string{addr}, ec.Str("dial_timeout", "1s"))
 		},
 		restart: func() error {
 			p.Stop()
-			_, p = teststore.StartEtcdAt(t, dir, cport, pport)
+			_, np, err := teststore.StartEtcdProc(dir, cport, pport)
+			if err != nil {
+				return fmt.Errorf("restart etcd: %w", err)
+			}
+			p = np
+			t.Cleanup(np.Stop)
 			return nil
 		},
 		stall:     func(d time.Duration) error { return freeze(p, d) },

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,8 +19,7 @@ import (
 // tests and several agents in one process apart.
 type Metrics struct {
 	reg         *prometheus.Registry
-	IsLeader    *prometheus.GaugeVec   // job
-	Transitions *prometheus.CounterVec // job, type
+	jobs        *jobsCollector // electd_is_leader, electd_transitions_total
 	LeaseOp     *prometheus.HistogramVec
 	LeaseErrors *prometheus.CounterVec // provider, op
 	ActionRuns  *prometheus.CounterVec // job, event, kind, result
@@ -28,13 +28,8 @@ type Metrics struct {
 
 func New(version, commit string) *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		IsLeader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "electd_is_leader", Help: "1 while this node leads the job, else 0.",
-		}, []string{"job"}),
-		Transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "electd_transitions_total", Help: "Leadership events seen by this node, by type (elected, demoted, leader_change).",
-		}, []string{"job", "type"}),
+		reg:  prometheus.NewRegistry(),
+		jobs: &jobsCollector{},
 		LeaseOp: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "electd_lease_op_seconds",
 			Help:    "Duration of lease operations against the store.",
@@ -56,7 +51,7 @@ func New(version, commit string) *Metrics {
 		Name: "electd_build_info", Help: "Build of this agent; always 1.",
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.IsLeader, m.Transitions, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, build,
+	m.reg.MustRegister(m.jobs, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -70,15 +65,14 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Instrument wraps p so every operation is timed and failures counted under
-// the provider's reference (e.g. "sql.main"). The result implements
-// providers.Watcher exactly when p does, so capability checks still work.
+// the provider's reference (e.g. "sql.main"). The result unwraps to p
+// (providers.Wrapper), so p's optional capabilities (providers.Notifier,
+// BatchAcquirer, BatchRenewer, BatchReleaser) are still found with
+// providers.As; a plain type assertion on the result does not find them.
 func (m *Metrics) Instrument(ref string, p providers.Provider) providers.Provider {
 	ip := &instrumented{p: p, ref: ref, m: m}
 	for _, op := range []string{"acquire", "renew", "release", "observe"} {
 		m.LeaseErrors.WithLabelValues(ref, op) // zero series, so rate() works before the first error
-	}
-	if w, ok := p.(providers.Watcher); ok {
-		return &instrumentedWatcher{instrumented: ip, w: w}
 	}
 	return ip
 }
@@ -126,28 +120,78 @@ func (i *instrumented) Observe(ctx context.Context, key string) (providers.Lease
 
 func (i *instrumented) Close() error { return i.p.Close() }
 
-type instrumentedWatcher struct {
-	*instrumented
-	w providers.Watcher
-}
-
-func (i *instrumentedWatcher) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	return i.w.Watch(ctx, key)
-}
-
 var (
 	_ providers.Provider = (*instrumented)(nil)
-	_ providers.Watcher  = (*instrumentedWatcher)(nil)
+	_ providers.Wrapper  = (*instrumented)(nil)
 )
 
 // Unwrap gives the provider beneath, for capability lookups (providers.As).
 func (i *instrumented) Unwrap() providers.Provider { return i.p }
 
-// ObserveBatch records one batched renewal request of n leases, timed like
-// every other lease operation (op "renew_batch").
-func (m *Metrics) ObserveBatch(ref string, start time.Time, err error) {
-	m.LeaseOp.WithLabelValues(ref, "renew_batch").Observe(time.Since(start).Seconds())
+// ObserveBatch records one batched request (op "acquire_batch",
+// "renew_batch" or "release_batch"), timed like every other lease operation.
+func (m *Metrics) ObserveBatch(ref, op string, start time.Time, err error) {
+	m.LeaseOp.WithLabelValues(ref, op).Observe(time.Since(start).Seconds())
 	if err != nil {
-		m.LeaseErrors.WithLabelValues(ref, "renew_batch").Inc()
+		m.LeaseErrors.WithLabelValues(ref, op).Inc()
+	}
+}
+
+// JobSample is one job's leadership as a scrape sees it.
+type JobSample struct {
+	Job    string
+	Leader bool
+	// The leadership events this node saw, by type.
+	Elected, Demoted, LeaderChanges uint64
+}
+
+// CollectJobs sets where electd_is_leader and electd_transitions_total come
+// from: each scrape asks the agent for its jobs. The agent keeps one small
+// count per event type and job, where a metric vector would keep a series
+// object per label set (about 1 KiB each, 30,000 of them at 10,000 jobs).
+func (m *Metrics) CollectJobs(sample func() []JobSample) {
+	m.jobs.mu.Lock()
+	defer m.jobs.mu.Unlock()
+	m.jobs.sample = sample
+}
+
+var (
+	isLeaderDesc = prometheus.NewDesc("electd_is_leader",
+		"1 while this node leads the job, else 0.", []string{"job"}, nil)
+	transitionsDesc = prometheus.NewDesc("electd_transitions_total",
+		"Leadership events seen by this node, by type (elected, demoted, leader_change).", []string{"job", "type"}, nil)
+)
+
+type jobsCollector struct {
+	mu     sync.Mutex
+	sample func() []JobSample
+}
+
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- isLeaderDesc
+	ch <- transitionsDesc
+}
+
+func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	sample := c.sample
+	c.mu.Unlock()
+	if sample == nil {
+		return
+	}
+	for _, s := range sample() {
+		v := 0.0
+		if s.Leader {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(isLeaderDesc, prometheus.GaugeValue, v, s.Job)
+		for _, t := range []struct {
+			typ string
+			n   uint64
+		}{{"elected", s.Elected}, {"demoted", s.Demoted}, {"leader_change", s.LeaderChanges}} {
+			if t.n > 0 { // a series appears with its first event, as a counter vector's would
+				ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(t.n), s.Job, t.typ)
+			}
+		}
 	}
 }

@@ -64,10 +64,57 @@ func TestInstrumentCountsStoreErrorsOnly(t *testing.T) {
 	}
 }
 
-func TestInstrumentKeepsWatcher(t *testing.T) {
+// capable is a provider with every optional capability, none of which the
+// test calls.
+type capable struct{ providers.Provider }
+
+func (capable) Notify(context.Context, func(string)) error { return nil }
+func (capable) AcquireMany(context.Context, []providers.AcquireRequest) ([]providers.Lease, []error) {
+	return nil, nil
+}
+func (capable) RenewMany(context.Context, []providers.Lease) ([]providers.Lease, []error) {
+	return nil, nil
+}
+func (capable) ReleaseMany(context.Context, []providers.Lease) []error { return nil }
+
+// TestInstrumentKeepsCapabilities: an instrumented provider exposes, through
+// Unwrap and providers.As, exactly the optional capabilities of the provider
+// beneath.
+func TestInstrumentKeepsCapabilities(t *testing.T) {
 	m := New("test", "abc")
-	if _, ok := m.Instrument("sql.local", sqlite(t, filepath.Join(t.TempDir(), "l.db"))).(providers.Watcher); ok {
-		t.Error("an instrumented sqlite provider claims to be a Watcher")
+	has := func(p providers.Provider) []bool {
+		_, n := providers.As[providers.Notifier](p)
+		_, a := providers.As[providers.BatchAcquirer](p)
+		_, r := providers.As[providers.BatchRenewer](p)
+		_, l := providers.As[providers.BatchReleaser](p)
+		return []bool{n, a, r, l}
+	}
+	names := []string{"Notifier", "BatchAcquirer", "BatchRenewer", "BatchReleaser"}
+	for i, ok := range has(m.Instrument("fake.all", capable{})) {
+		if !ok {
+			t.Errorf("an instrumented provider with every capability lost %s", names[i])
+		}
+	}
+	type plain struct{ providers.Provider }
+	for i, ok := range has(m.Instrument("fake.none", plain{})) {
+		if ok {
+			t.Errorf("an instrumented provider without capabilities claims %s", names[i])
+		}
+	}
+}
+
+// TestInstrumentKeepsNotifier: instrumenting a real SQL provider neither
+// adds nor loses providers.Notifier, and Postgres (LISTEN/NOTIFY) keeps it.
+func TestInstrumentKeepsNotifier(t *testing.T) {
+	m := New("test", "abc")
+	// Whether SQLite notifies is the sql package's choice (a file may, an
+	// in-memory database cannot); the instrumented provider must agree.
+	for _, dsn := range []string{filepath.Join(t.TempDir(), "l.db"), ":memory:"} {
+		p := sqlite(t, dsn)
+		_, want := p.(providers.Notifier)
+		if _, ok := providers.As[providers.Notifier](m.Instrument("sql.local", p)); ok != want {
+			t.Errorf("sqlite %s: instrumented provider is a Notifier: %v, the provider beneath: %v", dsn, ok, want)
+		}
 	}
 	dsn := os.Getenv("ELECTD_TEST_POSTGRES_DSN")
 	if dsn == "" {
@@ -78,15 +125,16 @@ func TestInstrumentKeepsWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	if _, ok := m.Instrument("sql.pg", pg).(providers.Watcher); !ok {
-		t.Error("an instrumented postgres provider lost its Watcher capability")
+	if _, ok := providers.As[providers.Notifier](m.Instrument("sql.pg", pg)); !ok {
+		t.Error("an instrumented postgres provider lost its Notifier capability")
 	}
 }
 
 func TestHandlerExposesEveryMetric(t *testing.T) {
 	m := New("1.2.3", "abc")
-	m.IsLeader.WithLabelValues("billing").Set(1)
-	m.Transitions.WithLabelValues("billing", "elected").Inc()
+	m.CollectJobs(func() []JobSample {
+		return []JobSample{{Job: "billing", Leader: true, Elected: 1}}
+	})
 	m.LeaseOp.WithLabelValues("sql.main", "renew").Observe(0.01)
 	m.LeaseErrors.WithLabelValues("sql.main", "renew").Inc()
 	m.ActionRuns.WithLabelValues("billing", "elected", "exec", "ok").Inc()

@@ -27,6 +27,12 @@ type HeldError struct {
 	Holder  string
 	Token   uint64
 	Expires time.Time
+	// Remaining is how long the holder's term had left when the store
+	// answered, measured by the store's own clock (expires - now in one
+	// statement, PTTL, ...): never a timestamp compared across clocks. A
+	// candidate tries again once it has passed instead of polling. Zero
+	// when the store cannot say (the caller then polls at retry_every).
+	Remaining time.Duration
 }
 
 func (e *HeldError) Error() string {
@@ -79,16 +85,6 @@ type Provider interface {
 	Close() error
 }
 
-// Watcher is an optional capability of providers that can notify (Postgres
-// LISTEN/NOTIFY, etcd watch, Redis pub/sub). Found by type assertion.
-type Watcher interface {
-	// Watch returns a channel that receives a value, without blocking the
-	// sender, whenever the lease on key may have changed hands (at least on
-	// every Release). Notifications are hints: the receiver still calls
-	// Acquire or Observe. The channel is closed when ctx is done.
-	Watch(ctx context.Context, key string) (<-chan struct{}, error)
-}
-
 // CheckValue reports whether v may be stored as a Lease.Value.
 func CheckValue(v string) error {
 	if len(v) > MaxValueLen {
@@ -104,6 +100,45 @@ func CheckValue(v string) error {
 // request's error for every lease when the request as a whole failed).
 type BatchRenewer interface {
 	RenewMany(ctx context.Context, leases []Lease) ([]Lease, []error)
+}
+
+// AcquireRequest is one lease asked for in an AcquireMany.
+type AcquireRequest struct {
+	Key    string
+	Holder string
+	TTL    time.Duration
+}
+
+// BatchAcquirer is an optional capability: trying many Acquires in one
+// request (or a handful), so that an agent starting with thousands of jobs
+// leads them in a few round trips. Each request is judged exactly as
+// Acquire judges it, on its own: results are in the order of reqs, each the
+// new lease or its error (a *HeldError, or the request's error for every
+// item when the request as a whole failed).
+type BatchAcquirer interface {
+	AcquireMany(ctx context.Context, reqs []AcquireRequest) ([]Lease, []error)
+}
+
+// BatchReleaser is an optional capability: releasing many leases in one
+// request (a clean stop of an agent with thousands of jobs). Errors are in
+// the order of leases, each nil, ErrLost or the request's error.
+type BatchReleaser interface {
+	ReleaseMany(ctx context.Context, leases []Lease) []error
+}
+
+// Notifier is an optional capability of stores that can tell an agent when
+// a lease may have changed hands, for every key of the store at once (one
+// subscription per agent and store, whatever the number of jobs).
+//
+// Notify subscribes and returns once the subscription is live, or with an
+// error when it cannot be set up (the caller then polls). Until ctx is done
+// it calls changed(key) whenever the lease on key may have changed hands (at
+// least on every Release, and on expiry where the store sees it), and
+// changed("") when notifications may have been missed (a reconnect): every
+// key may have changed. changed must not block; calls are hints only, the
+// caller still asks the store.
+type Notifier interface {
+	Notify(ctx context.Context, changed func(key string)) error
 }
 
 // Wrapper is implemented by providers that wrap another (the metrics

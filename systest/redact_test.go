@@ -153,7 +153,7 @@ provider "sql" "lite" {
 		n.waitJob(job, job+" has a last_error", 30*time.Second, func(j jobStatus) bool { return j.LastError != "" })
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(n.log(), "webhook failed; giving up") < 2 {
+	for strings.Count(n.Log(), "webhook failed; giving up") < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the webhooks did not fail twice each within 30s")
 		}
@@ -221,7 +221,7 @@ job "reloaded" {
 	if !n.stop() {
 		t.Errorf("the agent did not stop cleanly")
 	}
-	outputs["agent log"] = n.log()
+	outputs["agent log"] = n.Log()
 
 	for where, out := range outputs {
 		for _, line := range strings.Split(out, "\n") {

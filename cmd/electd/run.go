@@ -164,7 +164,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		sdNotify(log, daemon.SdNotifyReady)
-		watchdog(ctx, log, func() bool { return len(api.Wedged(a.Jobs(), time.Now())) == 0 })
+		watchdog(ctx, log, func() bool { return len(agent.Wedged(a.Jobs(), time.Now())) == 0 })
 	}()
 
 	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", version)

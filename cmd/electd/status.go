@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/electd/electd/api"
+	"github.com/electd/electd/agent"
 )
 
 // The address and token of the agent to talk to, like CONSUL_HTTP_ADDR.
@@ -70,7 +70,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}
-	var jobs []api.JobStatus
+	var jobs []agent.JobStatus
 	if err := apiCall(http.MethodGet, *addr, "/v1/jobs", "", &jobs); err != nil {
 		fmt.Fprintln(stderr, "electd status:", err)
 		return 1

@@ -30,10 +30,7 @@ func AzuriteConnectionString(port int) string {
 func StartAzurite(t testing.TB) (connectionString string, p *Proc) {
 	t.Helper()
 	cs, p, err := StartAzuriteProc(t.TempDir(), 0, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
+	started(t, p, err)
 	return cs, p
 }
 

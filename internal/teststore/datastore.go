@@ -23,10 +23,7 @@ const DatastoreJar = "/usr/lib/google-cloud-sdk/platform/cloud-datastore-emulato
 func StartDatastore(t testing.TB) (host string, p *Proc) {
 	t.Helper()
 	host, p, err := StartDatastoreProc(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
+	started(t, p, err)
 	return host, p
 }
 

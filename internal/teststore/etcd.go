@@ -12,24 +12,22 @@ import (
 	"time"
 )
 
-// StartEtcd starts a single-member etcd server (Debian's etcd-server, 3.4)
-// with its data in a fresh t.TempDir(), on free loopback client and peer
-// ports, waits until it answers /health, and stops it when t ends. endpoint
-// is "127.0.0.1:PORT", as the etcd provider's endpoints take it.
-func StartEtcd(t testing.TB) (endpoint string, p *Proc) {
-	t.Helper()
-	return StartEtcdAt(t, t.TempDir(), MustFreePort(t), MustFreePort(t))
-}
-
-// StartEtcdAt starts etcd on the given ports with its data under dir. Called
-// again with the same arguments after the first process was stopped, it
-// restarts the same member on the same data: that is how tests restart the
-// store.
-func StartEtcdAt(t testing.TB, dir string, clientPort, peerPort int) (endpoint string, p *Proc) {
-	t.Helper()
+// StartEtcdProc starts a single-member etcd server (Debian's etcd-server,
+// 3.4) with its data under dir, on loopback clientPort and peerPort (0: a free
+// port), and waits until it answers /health. endpoint is "127.0.0.1:PORT", as
+// the etcd provider's endpoints take it. Called again with the same arguments
+// after the first process was stopped, it restarts the same member on the
+// same data: that is how tests restart the store. The caller stops p.
+func StartEtcdProc(dir string, clientPort, peerPort int) (endpoint string, p *Proc, err error) {
 	bin, err := Tool("etcd", "")
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
+	}
+	if clientPort, err = portOrFree(clientPort); err != nil {
+		return "", nil, err
+	}
+	if peerPort, err = portOrFree(peerPort); err != nil {
+		return "", nil, err
 	}
 	client := "http://" + Addr(clientPort)
 	peer := "http://" + Addr(peerPort)
@@ -46,14 +44,29 @@ func StartEtcdAt(t testing.TB, dir string, clientPort, peerPort int) (endpoint s
 		"--log-outputs", "stderr",
 	)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
-	t.Cleanup(p.Stop)
 	if err := p.WaitReady(30*time.Second, etcdHealthy(client)); err != nil {
 		p.Stop()
-		t.Fatal(err)
+		return "", nil, err
 	}
-	return Addr(clientPort), p
+	return Addr(clientPort), p, nil
+}
+
+// StartEtcd is StartEtcdProc with its data in a fresh t.TempDir(), on free
+// ports, stopped when t ends.
+func StartEtcd(t testing.TB) (endpoint string, p *Proc) {
+	t.Helper()
+	return StartEtcdAt(t, t.TempDir(), 0, 0)
+}
+
+// StartEtcdAt is StartEtcdProc for tests: it fails t on error and stops
+// the server when t ends.
+func StartEtcdAt(t testing.TB, dir string, clientPort, peerPort int) (endpoint string, p *Proc) {
+	t.Helper()
+	endpoint, p, err := StartEtcdProc(dir, clientPort, peerPort)
+	started(t, p, err)
+	return endpoint, p
 }
 
 // etcdHealthy succeeds once /health says true: the member has a leader and

@@ -10,36 +10,34 @@ import (
 	"time"
 )
 
-// StartRedis starts a redis-server on a free loopback port, with no
-// persistence, stopped with the test. It runs in the foreground (not
-// --daemonize) so that it stays in its own process group and dies with the
-// test binary.
-func StartRedis(t testing.TB) (addr string, p *Proc) {
-	t.Helper()
-	dir := t.TempDir()
-	// The port was free a moment ago; another process may take it first.
-	var err error
+// StartRedisProc starts a redis-server on loopback port with its files in
+// dir and extra arguments after the defaults (no persistence: "--appendonly
+// yes" in extra turns the append-only file on), and waits until it answers
+// PING. Port 0 picks a free port (three tries: another process may take it
+// first). It runs in the foreground (not --daemonize) so that it stays in its
+// own process group and dies with its parent. A test restarts a server by
+// stopping it and starting it again on the same port and dir. The caller
+// stops p.
+func StartRedisProc(dir string, port int, extra ...string) (addr string, p *Proc, err error) {
+	if port != 0 {
+		p, err = startRedis(dir, port, extra)
+		return Addr(port), p, err
+	}
 	for range 3 {
-		port := MustFreePort(t)
-		addr = Addr(port)
-		if p, err = StartRedisAt(t, port, dir); err == nil {
-			return addr, p
+		if port, err = FreePort(); err != nil {
+			return "", nil, err
+		}
+		if p, err = startRedis(dir, port, extra); err == nil {
+			return Addr(port), p, nil
 		}
 	}
-	t.Fatal(err)
-	return "", nil
+	return "", nil, err
 }
 
-// StartRedisAt starts a redis-server on port with its files in dir and
-// extra arguments after the defaults (no persistence: "--appendonly yes"
-// in extra turns the append-only file on), and waits until it answers PING.
-// A test restarts a server by stopping it and starting it again on the same
-// port and dir.
-func StartRedisAt(t testing.TB, port int, dir string, extra ...string) (*Proc, error) {
-	t.Helper()
+func startRedis(dir string, port int, extra []string) (*Proc, error) {
 	bin, err := Tool("redis-server", "")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	argv := append([]string{bin,
 		"--port", fmt.Sprint(port), "--bind", "127.0.0.1",
@@ -49,11 +47,31 @@ func StartRedisAt(t testing.TB, port int, dir string, extra ...string) (*Proc, e
 	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(p.Stop)
 	if err := p.WaitReady(10*time.Second, RedisReady(Addr(port))); err != nil {
 		p.Stop()
 		return nil, err
 	}
+	return p, nil
+}
+
+// StartRedis is StartRedisProc on a free port with no persistence and its
+// files in a fresh t.TempDir(), stopped when t ends.
+func StartRedis(t testing.TB) (addr string, p *Proc) {
+	t.Helper()
+	addr, p, err := StartRedisProc(t.TempDir(), 0)
+	started(t, p, err)
+	return addr, p
+}
+
+// StartRedisAt is StartRedisProc stopped when t ends. It returns its error
+// rather than failing t, so a test may restart a server from a goroutine.
+func StartRedisAt(t testing.TB, port int, dir string, extra ...string) (*Proc, error) {
+	t.Helper()
+	_, p, err := StartRedisProc(dir, port, extra...)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(p.Stop)
 	return p, nil
 }
 

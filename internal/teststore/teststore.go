@@ -2,6 +2,12 @@
 // redis-servers, etcd, Azurite, the Datastore emulator, FerretDB — as child
 // processes on free loopback ports, and stops them with the test.
 //
+// Every store has a Start*Proc function that returns an error and leaves
+// stopping the process to its caller (a TestMain, the benchmark, a test that
+// restarts the store from a goroutine); the Start* functions that take a
+// testing.TB are thin wrappers that fail the test on error and stop the
+// process when it ends.
+//
 // Every process runs in its own process group and gets SIGKILL when the test
 // binary dies (Linux parent-death signal), so an interrupted `go test` leaves
 // nothing behind. scripts/services.sh installs the programs; a test whose
@@ -50,6 +56,24 @@ func MustFreePort(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// portOrFree is port, or a free port when port is 0.
+func portOrFree(port int) (int, error) {
+	if port != 0 {
+		return port, nil
+	}
+	return FreePort()
+}
+
+// started is the end of every testing.TB wrapper: it fails t on err, and
+// stops p when t ends.
+func started(t testing.TB, p *Proc, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
 }
 
 // RepoRoot is the directory holding go.mod.

@@ -17,7 +17,13 @@
 // operations do not change the ETag; metadata writes do.
 //
 // Azure has no change notification for a lease, so the provider does not
-// implement providers.Watcher: waiting candidates poll every retry_every.
+// implement providers.Notifier: waiting candidates poll every retry_every. A
+// HeldError's Remaining is 0 (the store cannot say): Azure reports a lease's
+// state and duration type, never its time left, and the expiry in the record
+// is the holder's clock, which this provider never compares with its own.
+// Nor does it batch (no BatchAcquirer, BatchRenewer, BatchReleaser): every
+// lease operation is one HTTP request on one blob (x-ms-lease-action), and
+// the Blob Batch API carries only Delete Blob and Set Blob Tier.
 //
 // Open does no I/O: the container and the blobs are created by the first
 // Acquire that needs them, so an agent started while storage is unreachable

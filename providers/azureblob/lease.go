@@ -70,6 +70,9 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 			if !s.leased {
 				continue // released or expired since
 			}
+			// Remaining stays 0: Azure tells a lease's state, not its time
+			// left, and s.rec.expires is the holder's clock, which only
+			// another clock could measure against.
 			return providers.Lease{}, &providers.HeldError{Key: key, Holder: s.rec.holder, Token: s.rec.token, Expires: s.rec.expires}
 		case err != nil:
 			return providers.Lease{}, fmt.Errorf("take lease: %w", err)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,6 +54,9 @@ type Provider struct {
 	// now is the wall clock expiries are written and judged with; tests
 	// replace it to play a node whose clock is off.
 	now func() time.Time
+	// legacyGroups is set once the store refused a transaction over more
+	// than 25 entity groups: batches use transactions of 25 from then on.
+	legacyGroups atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error

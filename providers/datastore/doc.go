@@ -22,8 +22,17 @@
 // A clock behind only delays takeover. docs/providers/datastore.md has the
 // derivation.
 //
-// Datastore cannot notify: the provider does not implement providers.Watcher
-// and candidates poll every retry_every.
+// HeldError.Remaining is what that judgement gives: expires + ClockSkew
+// minus this node's clock, read before the entity, as expiry is judged here.
+//
+// AcquireMany, RenewMany and ReleaseMany (batch.go) use multi-entity
+// transactions of up to 500 entities (Firestore in Datastore mode), or of 25
+// once the store refuses more than 25 entity groups in one transaction (the
+// emulator, legacy Datastore), each entity judged as the single operation
+// judges it; AcquireMany first refuses held leases from one plain lookup.
+//
+// Datastore cannot notify: the provider does not implement
+// providers.Notifier, and candidates poll every retry_every.
 //
 // DATASTORE_EMULATOR_HOST, when set, points the provider at an emulator
 // without credentials, as it does the client library.

@@ -45,11 +45,15 @@ func (p *Provider) expired(r record, now time.Time) bool {
 }
 
 // held returns a *HeldError when r is held, unexpired, by another holder.
+// Remaining is what the same judgement gives: the time until this node's
+// clock reaches the written expiry + ClockSkew, when expired would say yes.
+// It is measured on this node's wall clock, as expiry is judged here.
 func (p *Provider) held(key string, r record, holder string, now time.Time) error {
 	if r.Holder == "" || r.Holder == holder || p.expired(r, now) {
 		return nil
 	}
-	return &providers.HeldError{Key: key, Holder: r.Holder, Token: uint64(r.Token), Expires: r.Expires}
+	return &providers.HeldError{Key: key, Holder: r.Holder, Token: uint64(r.Token), Expires: r.Expires,
+		Remaining: r.Expires.Add(ClockSkew).Sub(now)}
 }
 
 func checkLease(key, holder string, ttl time.Duration) error {

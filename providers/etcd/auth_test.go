@@ -46,9 +46,9 @@ func TestAuth(t *testing.T) {
 
 	s := Settings{Endpoints: []string{endpoint}, Prefix: "/electd/", Username: "electd", Password: "electd-pw"}
 	a, b := open(t, s), open(t, s)
-	hints, err := b.Watch(ctx, "job")
-	if err != nil {
-		t.Fatalf("Watch as electd: %v", err)
+	hints := make(chan string, 100)
+	if err := b.Notify(ctx, func(key string) { hints <- key }); err != nil {
+		t.Fatalf("Notify as electd: %v", err)
 	}
 	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
 	if err != nil {
@@ -71,7 +71,10 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("Release as electd: %v", err)
 	}
 	select {
-	case <-hints:
+	case k := <-hints:
+		if k != "job" {
+			t.Fatalf("changed(%q) for the Release as electd, want changed(\"job\")", k)
+		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("no notification of the Release as electd")
 	}

@@ -46,8 +46,23 @@
 // lease over one LeaseKeepAlive stream, so renewing 10,000 jobs costs 158
 // requests instead of 20,000 (batch.go).
 //
-// The provider implements providers.Watcher with an etcd watch on the lease
-// key: a waiting candidate hears of a release or expiry within milliseconds.
+// AcquireMany and ReleaseMany (providers.BatchAcquirer, BatchReleaser) read
+// and write in transactions of 64 keys the same way (acquiremany.go);
+// AcquireMany still grants one etcd lease per new term, as etcd has no
+// batch grant and every term keeps its own lease. Their HeldErrors carry no
+// Expires or Remaining, which would cost a LeaseTimeToLive per held key.
+//
+// HeldError.Remaining from Acquire is etcd's LeaseTimeToLive, whole seconds
+// truncated, + 1 s: never shorter than etcd's own, and free, as Acquire asks
+// it for Expires anyway. A candidate subscribed with Notify hears the key's
+// deletion first.
+//
+// The provider implements providers.Notifier with one etcd watch on the
+// whole prefix, calling changed(key) for every put or delete of a lease key
+// (acquire, release, and the delete at a term's expiry), so a waiting
+// candidate hears of a release or expiry within milliseconds, and
+// changed("") after a watch that etcd ended (compaction, no leader) was
+// opened again.
 //
 // Open does no I/O: the client connects (and authenticates, when a username
 // is set) on first use, so an agent started while etcd is down keeps running

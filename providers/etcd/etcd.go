@@ -25,10 +25,7 @@ const DefaultPrefix = "/electd/"
 // never collides with another key's lease key.
 const recordSuffix = "/record"
 
-var (
-	_ providers.Provider = (*Provider)(nil)
-	_ providers.Watcher  = (*Provider)(nil)
-)
+var _ providers.Provider = (*Provider)(nil)
 
 // Provider is a lease store on an etcd cluster.
 type Provider struct {

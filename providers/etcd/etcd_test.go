@@ -52,6 +52,9 @@ func TestEtcd(t *testing.T) {
 		{"ExpiryNotEarly", testExpiryNotEarly},
 		{"Handover", testHandover},
 		{"RenewOtherTTL", testRenewOtherTTL},
+		{"Remaining", testRemaining},
+		{"Notify", testNotify},
+		{"NotifyCompacted", testNotifyCompacted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,7 +84,7 @@ func testConformance(t *testing.T, endpoint string) {
 			}
 			return p
 		},
-		Watcher:  true,
+		Notifier: true,
 		ShortTTL: shortTTL,
 	})
 }
@@ -237,25 +240,6 @@ func TestKeyWithSlashRefused(t *testing.T) {
 	if err == nil || errors.Is(err, providers.ErrHeld) || !strings.Contains(err.Error(), `"/"`) {
 		t.Fatalf("Acquire of a key with a slash: %v, want a key error", err)
 	}
-}
-
-// TestWatchDown: Watch against etcd that is down fails within dial_timeout
-// instead of returning a channel that never fires.
-func TestWatchDown(t *testing.T) {
-	t.Parallel()
-	p := open(t, Settings{
-		Endpoints:   []string{teststore.Addr(teststore.MustFreePort(t))},
-		DialTimeout: time.Second,
-	})
-	start := time.Now()
-	_, err := p.Watch(context.Background(), "job")
-	if err == nil {
-		t.Fatal("Watch against etcd that is down succeeded")
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("Watch failed only after %s with a 1s dial_timeout", took)
-	}
-	t.Log(err)
 }
 
 func TestOpenSettings(t *testing.T) {

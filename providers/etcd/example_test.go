@@ -12,8 +12,8 @@ import (
 	etcdprovider "github.com/electd/electd/providers/etcd"
 )
 
-// A candidate takes the lease, or waits on the watch until the holder lets
-// it go. (Compiled, not run: it needs an etcd at 127.0.0.1:2379; the tests
+// A candidate takes the lease, or waits on Notify until the holder lets it
+// go. (Compiled, not run: it needs an etcd at 127.0.0.1:2379; the tests
 // start their own.)
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -28,9 +28,16 @@ func Example() {
 	}
 	defer p.Close()
 
-	// Watch first, then try: a release between the two still wakes us.
-	changed, err := p.Watch(ctx, "scheduler")
-	if err != nil {
+	// Subscribe first, then try: a release between the two still wakes us.
+	changed := make(chan struct{}, 1)
+	if err := p.Notify(ctx, func(key string) {
+		if key == "scheduler" || key == "" { // "": any key may have changed
+			select {
+			case changed <- struct{}{}:
+			default: // a wake-up is already pending
+			}
+		}
+	}); err != nil {
 		panic(err)
 	}
 	for {

@@ -8,7 +8,7 @@ import (
 )
 
 // testHandover measures a graceful handover as the agent sees it: the
-// candidate, refused before, waits on Watch and acquires when told.
+// candidate, refused before, waits on Notify and acquires when told.
 //
 //	go test -count=1 -v -run 'TestEtcd/Handover' ./providers/etcd/
 func testHandover(t *testing.T, endpoint string) {

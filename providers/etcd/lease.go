@@ -50,11 +50,19 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 			return providers.Lease{}, err
 		}
 		if st.held && st.hold.Holder != holder {
-			exp, _, err := p.expiry(ctx, cli, st.leaseID)
+			left, alive, err := p.timeLeft(ctx, cli, st.leaseID)
 			if err != nil {
 				return providers.Lease{}, err
 			}
-			return providers.Lease{}, &providers.HeldError{Key: key, Holder: st.hold.Holder, Token: st.hold.Token, Expires: exp}
+			held := &providers.HeldError{Key: key, Holder: st.hold.Holder, Token: st.hold.Token, Expires: time.Now().Add(left)}
+			if alive {
+				// etcd's own measure, rounded up to the end of its second
+				// (see timeLeft): a candidate that waits it out is not back
+				// before etcd ends the term. etcd deletes the key then, and
+				// a Notify subscription hears it sooner.
+				held.Remaining = left
+			}
+			return providers.Lease{}, held
 		}
 		grant, err := cli.Grant(ctx, secs)
 		if err != nil {
@@ -272,20 +280,28 @@ func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, er
 	return l, nil
 }
 
-// expiry asks etcd how long the lease has left. etcd answers in whole
-// seconds, truncated, so the expiry lies in the second after now+TTL: the end
-// of that second is reported, never earlier than etcd's own. alive is false
-// when the lease is gone (expired or revoked since the key was read).
+// expiry asks etcd how long the lease has left, as an instant on this
+// host's clock (see timeLeft). alive is false when the lease is gone
+// (expired or revoked since the key was read).
 func (p *Provider) expiry(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (exp time.Time, alive bool, err error) {
+	left, alive, err := p.timeLeft(ctx, cli, id)
+	return time.Now().Add(left), alive, err
+}
+
+// timeLeft asks etcd how long the lease has left (LeaseTimeToLive), by the
+// clock of etcd's lessor. etcd answers in whole seconds, truncated, so the
+// lease ends within the second after TTL: TTL+1 s is reported, never less
+// than etcd's own. alive is false, and left 0, when the lease is gone
+// (expired or revoked since the key was read).
+func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (left time.Duration, alive bool, err error) {
 	resp, err := cli.TimeToLive(ctx, id)
-	now := time.Now()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0) {
-		return now, false, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("lease time to live: %w", err)
+		return 0, false, fmt.Errorf("lease time to live: %w", err)
 	}
-	return now.Add(time.Duration(resp.TTL+1) * time.Second), true, nil
+	return time.Duration(resp.TTL+1) * time.Second, true, nil
 }
 
 // revoke ends an etcd lease that no term uses any more. It is tidiness, not

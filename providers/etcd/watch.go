@@ -3,91 +3,108 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/providers"
 )
 
 // rewatchPause spaces out new watches after one failed (compaction, no
 // leader), so a broken cluster is not hammered.
 const rewatchPause = 250 * time.Millisecond
 
-// Watch notifies on every change of key's lease key: acquire, release, and
-// the delete etcd makes when the term's lease expires. The watch starts at
-// the revision of a read made before Watch returns, so a release right after
-// Watch returns is never missed, and Watch fails (within dial_timeout) when
-// etcd is unreachable instead of returning a channel that never fires.
-// While etcd is unreachable later on the client keeps retrying, and resumes
-// from the last revision seen; a watch that etcd ends (compacted revision,
-// member without a leader) is restarted and sends a hint, since changes may
-// have been missed.
-func (p *Provider) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if err := checkKey(key); err != nil {
-		return nil, fmt.Errorf("etcd: watch %q: %w", key, err)
-	}
-	cli, err := p.client(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("etcd: watch %q: %w", key, err)
-	}
-	rev, err := p.revision(ctx, cli, key)
-	if err != nil {
-		return nil, fmt.Errorf("etcd: watch %q: %w", key, p.explain(err))
-	}
-	out := make(chan struct{}, 1)
-	go p.watch(ctx, cli, key, rev+1, out)
-	return out, nil
-}
-
 // revision reads the store revision, bounded by dial_timeout: a watch's ctx
-// lives as long as the candidate waits, far longer than a read should.
-func (p *Provider) revision(ctx context.Context, cli *clientv3.Client, key string) (int64, error) {
+// lives as long as the agent listens, far longer than a read should.
+func (p *Provider) revision(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	resp, err := cli.Get(rctx, p.leaseKey(key), clientv3.WithCountOnly())
+	resp, err := cli.Get(rctx, p.prefix, clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
 	}
 	return resp.Header.Revision, nil
 }
 
-func (p *Provider) watch(ctx context.Context, cli *clientv3.Client, key string, from int64, out chan<- struct{}) {
-	defer close(out)
-	notify := func() {
-		select {
-		case out <- struct{}{}:
-		default: // a hint is already pending
+var _ providers.Notifier = (*Provider)(nil)
+
+// Notify calls changed(key) whenever the lease key of a job key changes:
+// acquire (put), release, and the delete etcd makes when a term's lease
+// expires, for every key under the provider's prefix, through one etcd
+// watch on the prefix. The watch starts at the revision of a read made
+// before Notify returns (so a release right after is never missed), and
+// Notify fails (within dial_timeout) when etcd is unreachable instead of
+// returning a subscription that never fires.
+// The client resumes a watch whose connection broke from the last revision
+// it saw, so nothing is missed then; a watch that etcd ends (compacted
+// revision, member without a leader) is started again from the current
+// revision, and changed("") is called, since changes may have been missed.
+// Writes of a record alone (a Renew storing a new Value) are not reported:
+// they change no hands.
+//
+// changed is called from one goroutine, in the order of etcd's revisions,
+// and never after ctx ended; it runs on the watch's own goroutine, so a
+// slow changed delays later notifications, never an operation.
+func (p *Provider) Notify(ctx context.Context, changed func(key string)) error {
+	cli, err := p.client(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd: notify: %w", err)
+	}
+	rev, err := p.revision(ctx, cli)
+	if err != nil {
+		return fmt.Errorf("etcd: notify: %w", p.explain(err))
+	}
+	go p.notify(ctx, cli, rev+1, changed)
+	return nil
+}
+
+func (p *Provider) notify(ctx context.Context, cli *clientv3.Client, from int64, changed func(key string)) {
+	call := func(key string) {
+		if ctx.Err() == nil && !p.isClosed() {
+			changed(key)
 		}
 	}
-	// Without a leader etcd would keep the watch open and silent; with
-	// WithRequireLeader it ends it, and the loop below starts a new one.
 	wctx := clientv3.WithRequireLeader(ctx)
 	for {
-		wch := cli.Watch(wctx, p.leaseKey(key), clientv3.WithRev(from))
+		wch := cli.Watch(wctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
 		for resp := range wch {
 			if err := resp.Err(); err != nil {
-				p.log.Debug("watch ended", "key", key, "error", err)
+				p.log.Debug("notify watch ended", "error", err)
 				break
 			}
 			if resp.Header.Revision >= from {
 				from = resp.Header.Revision + 1
 			}
-			if len(resp.Events) > 0 {
-				notify()
+			for _, ev := range resp.Events {
+				if key, ok := p.jobKey(string(ev.Kv.Key)); ok {
+					call(key)
+				}
 			}
 		}
 		if ctx.Err() != nil || p.isClosed() {
 			return
 		}
-		notify()
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(rewatchPause):
 		}
-		rev, err := p.revision(ctx, cli, key)
+		rev, err := p.revision(ctx, cli)
 		if err != nil {
 			continue // etcd unreachable: try again after the pause
 		}
 		from = rev + 1
+		call("") // changes between the end of the old watch and now are lost
 	}
+}
+
+// jobKey returns the job key whose lease key is name, or false when name is
+// not a lease key under the prefix (a record, another prefix's key).
+func (p *Provider) jobKey(name string) (string, bool) {
+	key, ok := strings.CutPrefix(name, p.prefix)
+	if !ok || key == "" || strings.Contains(key, "/") {
+		return "", false
+	}
+	return key, true
 }

@@ -20,7 +20,19 @@
 // is not a string (so it can never be a lease), and a fallback is logged
 // as a warning.
 //
+// HeldError.Remaining is expires minus now by the clock that judges expiry:
+// on the $$NOW path computed on the server in the aggregation that finds
+// the lease held; on the fallback path by this agent's clock, as that path
+// judges expiry.
+//
+// AcquireMany, RenewMany and ReleaseMany (batch.go) take a constant number
+// of requests: reads of all the records with $in around one unordered bulk
+// write of the single operations' own updates (Acquire's pinned to the
+// token and Value read, so the new token is known without a document back).
+// Bulk requests carry at most 1,000 writes, 64 on the fallback path, since
+// FerretDB v1.24 never answers an update command of 100 statements.
+//
 // MongoDB has no cheap notification for one document without a replica
 // set's change streams, so the provider does not implement
-// providers.Watcher: waiting candidates poll every retry_every.
+// providers.Notifier: waiting candidates poll every retry_every.
 package mongodb

@@ -10,11 +10,11 @@ import (
 )
 
 // pollEvery is how often the waiting candidate retries in the handover
-// measurement (the provider has no Watcher).
+// measurement (the provider has no Notifier).
 const pollEvery = 100 * time.Millisecond
 
 // TestHandover measures a graceful handover: the candidate polls Acquire
-// every 100 ms (no Watcher). Against FerretDB, or the real MongoDB named by
+// every 100 ms (no Notifier). Against FerretDB, or the real MongoDB named by
 // ELECTD_TEST_MONGODB_URI when it is set.
 //
 //	go test -count=1 -run TestHandover -v ./providers/mongodb/

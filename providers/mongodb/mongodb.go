@@ -147,7 +147,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 			return providers.Lease{}, err
 		}
 		if found && cur.Holder != "" && !expired {
-			return providers.Lease{}, &providers.HeldError{Key: key, Holder: cur.Holder, Token: uint64(cur.Token), Expires: cur.Expires}
+			return providers.Lease{}, heldError(key, cur)
 		}
 		lastErr = errors.New("lease changed hands during acquire")
 	}
@@ -159,6 +159,13 @@ func acquireDoc(ctx context.Context, coll *mongo.Collection, tb timeBase, key an
 	var rec record
 	err := coll.FindOneAndUpdate(ctx, filter, update, upsertAfter).Decode(&rec)
 	return rec, err
+}
+
+// heldError reports rec, read and judged as held by read or readMany.
+// Remaining is expires - now by the clock that judged it: on the $$NOW path
+// the server's, in the same aggregation that found the lease held.
+func heldError(key string, rec record) *providers.HeldError {
+	return &providers.HeldError{Key: key, Holder: rec.Holder, Token: uint64(rec.Token), Expires: rec.Expires, Remaining: rec.left()}
 }
 
 var returnAfter = options.FindOneAndUpdate().SetReturnDocument(options.After)

@@ -9,9 +9,10 @@
 // Behaviours a store cannot give are declared in Options and tested as
 // declared, never skipped:
 //
-//   - Options.Watcher: whether the provider implements providers.Watcher.
-//     When false the suite checks that it does not (candidates then poll every
-//     retry_every); SQL on MySQL and SQLite has no notification mechanism.
+//   - Options.Notifier: whether the provider implements providers.Notifier
+//     (found with providers.As). When false the suite checks that it does
+//     not (candidates then poll every retry_every); SQL on MySQL and SQLite
+//     has no notification mechanism.
 //   - Options.Unreachable: a client of the same kind pointed at a store that
 //     is down; every operation must fail within a bounded time. It is
 //     required: a provider that cannot say how it behaves when its store is

@@ -16,7 +16,7 @@ import (
 type HandoverOptions struct {
 	Rounds int           // default 40
 	TTL    time.Duration // the lease's ttl; default 1 minute
-	// Poll is how often a candidate without a Watcher retries Acquire, as
+	// Poll is how often a candidate without a Notifier retries Acquire, as
 	// the agent does every retry_every; default 100ms.
 	Poll time.Duration
 	// Target, when set, fails the test if the median handover is longer.
@@ -45,9 +45,10 @@ func (r HandoverResult) String() string {
 }
 
 // Handover measures graceful handovers as the agent sees them: a holds the
-// lease; b, refused once, waits — on Watch when b is a Watcher, else polling
-// Acquire every Poll — while a releases; the time runs from the start of
-// Release until b holds the lease, whose token must be a's + 1.
+// lease; b, refused once, waits — on Notify when b is a providers.Notifier
+// (found with providers.As), else polling Acquire every Poll — while a
+// releases; the time runs from the start of Release until b holds the
+// lease, whose token must be a's + 1.
 func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) HandoverResult {
 	t.Helper()
 	if o.Rounds == 0 {
@@ -61,13 +62,20 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var wake <-chan struct{}
-	if w, ok := b.(providers.Watcher); ok {
-		ch, err := w.Watch(ctx, "handover")
-		if err != nil {
-			t.Fatalf("Watch: %v", err)
+	var wake chan struct{}
+	if n, ok := providers.As[providers.Notifier](b); ok {
+		wake = make(chan struct{}, 1)
+		if err := n.Notify(ctx, func(key string) {
+			if key != "handover" && key != "" { // "": any key may have changed
+				return
+			}
+			select {
+			case wake <- struct{}{}:
+			default: // a wake-up is already pending
+			}
+		}); err != nil {
+			t.Fatalf("Notify: %v", err)
 		}
-		wake = ch
 	}
 	var res HandoverResult
 	for round := range o.Rounds {
@@ -135,7 +143,7 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 	slices.Sort(res.Durations)
 	how := "polling every " + o.Poll.String()
 	if wake != nil {
-		how = "notified (Watch)"
+		how = "notified (Notify)"
 	}
 	t.Logf("graceful handover, candidate %s: %s", how, res)
 	if o.Target > 0 && res.Percentile(50) > o.Target {

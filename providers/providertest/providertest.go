@@ -22,14 +22,17 @@ type Options struct {
 	// Unreachable returns a client pointed at a store that is down (a closed
 	// port, a file in a directory that does not exist). Required.
 	Unreachable func(t *testing.T) providers.Provider
-	// Watcher says whether the provider implements providers.Watcher.
-	Watcher bool
+	// Notifier says whether the provider implements providers.Notifier.
+	Notifier bool
 	// ShortTTL is the ttl of the expiry cases; default 1s.
 	ShortTTL time.Duration
 	// Clients is the number of racing clients; default 20.
 	Clients int
 	// Rounds is the number of races; default 50.
 	Rounds int
+	// NoRemaining, when set, says why the store cannot tell how long a held
+	// lease has left (HeldError.Remaining stays 0: candidates poll).
+	NoRemaining string
 	// NotAtomic, when set, says why the store cannot arbitrate racing
 	// clients (FerretDB v1); ConcurrentAcquire then logs it and does not run.
 	// Only a stand-in store used for single-client behaviour may set it.
@@ -58,6 +61,13 @@ func Run(t *testing.T, factory Factory, opts Options) {
 		}
 		s.concurrentAcquire(t)
 	})
+	t.Run("ConcurrentAcquireMany", func(t *testing.T) {
+		if opts.NotAtomic != "" {
+			t.Log("not run: " + opts.NotAtomic)
+			return
+		}
+		s.concurrentAcquireMany(t)
+	})
 	for _, c := range []struct {
 		name string
 		fn   func(*testing.T)
@@ -75,8 +85,11 @@ func Run(t *testing.T, factory Factory, opts Options) {
 		{"Value", s.value},
 		{"ContextCancelled", s.cancelled},
 		{"StoreDown", s.storeDown},
-		{"Watch", s.watch},
 		{"RenewMany", s.renewMany},
+		{"Remaining", s.remaining},
+		{"AcquireMany", s.acquireMany},
+		{"ReleaseMany", s.releaseMany},
+		{"Notify", s.notify},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -561,68 +574,6 @@ func (s *suite) storeDown(t *testing.T) {
 	}
 }
 
-func (s *suite) watch(t *testing.T) {
-	ps := s.clients(t, 2)
-	w, ok := ps[1].(providers.Watcher)
-	if ok != s.opts.Watcher {
-		t.Fatalf("provider implements Watcher: %v, Options.Watcher says %v", ok, s.opts.Watcher)
-	}
-	if !ok {
-		t.Log("no Watcher: waiting candidates poll every retry_every")
-		return
-	}
-	a := MustAcquire(t, ps[0], "job", "a", longTTL)
-	MustObserve(t, ps[1], "job") // warm the candidate up: measure the handover, not a first connection
-	ctx, cancel := context.WithCancel(Context(t))
-	ch, err := w.Watch(ctx, "job")
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	other, err := w.Watch(ctx, "other")
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	drain := func() {
-		for {
-			select {
-			case <-ch:
-			default:
-				return
-			}
-		}
-	}
-	drain()
-	start := time.Now()
-	if err := ps[0].Release(Context(t), a); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ch:
-	case <-time.After(time.Second):
-		t.Fatal("no notification within 1s of Release")
-	}
-	notified := time.Since(start)
-	b := MustAcquire(t, ps[1], "job", "b", longTTL)
-	t.Logf("release → notification %s, release → new holder's Acquire done %s", notified, time.Since(start))
-	if b.Token != a.Token+1 {
-		t.Fatalf("token %d, want %d", b.Token, a.Token+1)
-	}
-	select {
-	case <-other:
-		t.Fatal("watcher of another key was notified")
-	default:
-	}
-	cancel()
-	select {
-	case _, open := <-ch:
-		for open {
-			_, open = <-ch
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch channel not closed after ctx was cancelled")
-	}
-}
-
 // renewMany: a provider that batches renewals renews every lease still held
 // in one call, answers ErrLost for the others, and fails as a whole (never a
 // false success) when its store is down.
@@ -678,5 +629,251 @@ func (s *suite) renewMany(t *testing.T) {
 		if err == nil || errors.Is(err, providers.ErrLost) {
 			t.Errorf("RenewMany against a store that is down: lease %d: %v, want a store error", i, err)
 		}
+	}
+}
+
+// remaining: a held lease says how long its term has left, by the store's
+// clock, and that shrinks as time passes; a candidate tries again then.
+func (s *suite) remaining(t *testing.T) {
+	ps := s.clients(t, 2)
+	const ttl = 20 * time.Second
+	MustAcquire(t, ps[0], "job", "a", ttl)
+	held := func() *providers.HeldError {
+		t.Helper()
+		_, err := ps[1].Acquire(Context(t), "job", "b", ttl)
+		var h *providers.HeldError
+		if !errors.As(err, &h) {
+			t.Fatalf("Acquire of a held lease: %v, want a *HeldError", err)
+		}
+		return h
+	}
+	first := held()
+	if s.opts.NoRemaining != "" {
+		if first.Remaining != 0 {
+			t.Errorf("Remaining %s, but Options.NoRemaining says the store cannot tell", first.Remaining)
+		}
+		t.Log("no Remaining: " + s.opts.NoRemaining)
+		return
+	}
+	// Some stores count whole seconds and round up (etcd): a second of slack.
+	if first.Remaining <= 0 || first.Remaining > ttl+time.Second {
+		t.Fatalf("Remaining %s of a lease taken for %s, want within (0, ttl]", first.Remaining, ttl)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if later := held(); later.Remaining >= first.Remaining {
+		t.Errorf("Remaining %s, then %s 1.5s later: it does not shrink", first.Remaining, later.Remaining)
+	}
+}
+
+// acquireMany: each request of a batch is judged as Acquire judges it.
+func (s *suite) acquireMany(t *testing.T) {
+	ps := s.clients(t, 2)
+	ba, ok := providers.As[providers.BatchAcquirer](ps[0])
+	if !ok {
+		t.Log("no BatchAcquirer: an agent acquires one lease per request")
+		return
+	}
+	own := MustAcquire(t, ps[0], "own", "n1", longTTL)
+	other := MustAcquire(t, ps[1], "other", "n2", longTTL)
+	expired := MustAcquire(t, ps[1], "expired", "n2", s.opts.ShortTTL)
+	sleepPast(time.Now(), s.opts.ShortTTL+s.opts.ShortTTL/2)
+	reqs := []providers.AcquireRequest{
+		{Key: "free", Holder: "n1", TTL: longTTL},
+		{Key: "own", Holder: "n1", TTL: longTTL},
+		{Key: "other", Holder: "n1", TTL: longTTL},
+		{Key: "expired", Holder: "n1", TTL: longTTL},
+	}
+	got, errs := ba.AcquireMany(Context(t), reqs)
+	if len(got) != len(reqs) || len(errs) != len(reqs) {
+		t.Fatalf("AcquireMany returned %d leases and %d errors for %d", len(got), len(errs), len(reqs))
+	}
+	for i, want := range map[int]uint64{0: 1, 1: own.Token + 1, 3: expired.Token + 1} {
+		if errs[i] != nil {
+			t.Fatalf("AcquireMany %q: %v", reqs[i].Key, errs[i])
+		}
+		if got[i].Key != reqs[i].Key || got[i].Holder != "n1" || got[i].Token != want || got[i].TTL != longTTL {
+			t.Errorf("AcquireMany %q: %+v, want holder n1, token %d, ttl %s", reqs[i].Key, got[i], want, longTTL)
+		}
+		if o := MustObserve(t, ps[1], reqs[i].Key); o.Holder != "n1" || o.Token != want {
+			t.Errorf("after AcquireMany %q holds %+v", reqs[i].Key, o)
+		}
+	}
+	WantHeld(t, errs[2], "other", "n2", other.Token)
+	if o := MustObserve(t, ps[1], "other"); o.Holder != "n2" || o.Token != other.Token {
+		t.Errorf("AcquireMany took a lease held by another: %+v", o)
+	}
+	// A batch's leases renew and release like any other.
+	if _, err := ps[0].Renew(Context(t), got[0]); err != nil {
+		t.Errorf("Renew of a lease from AcquireMany: %v", err)
+	}
+	if err := ps[0].Release(Context(t), got[3]); err != nil {
+		t.Errorf("Release of a lease from AcquireMany: %v", err)
+	}
+	if s.opts.Unreachable == nil {
+		return
+	}
+	down := s.opts.Unreachable(t)
+	t.Cleanup(func() { _ = down.Close() })
+	dba, ok := providers.As[providers.BatchAcquirer](down)
+	if !ok {
+		t.Fatal("the unreachable client does not batch, the reachable one does")
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, errs = dba.AcquireMany(dctx, reqs[:2])
+	for i, err := range errs {
+		if err == nil || errors.Is(err, providers.ErrHeld) {
+			t.Errorf("AcquireMany against a store that is down: request %d: %v, want a store error", i, err)
+		}
+	}
+}
+
+// concurrentAcquireMany: clients racing whole batches over the same keys
+// never both win a key, and every key is won by someone.
+func (s *suite) concurrentAcquireMany(t *testing.T) {
+	const clients, keys = 4, 20
+	ps := s.clients(t, clients)
+	if _, ok := providers.As[providers.BatchAcquirer](ps[0]); !ok {
+		t.Log("no BatchAcquirer")
+		return
+	}
+	for round := range 5 {
+		var wg sync.WaitGroup
+		won := make([][]providers.Lease, clients)
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ba, _ := providers.As[providers.BatchAcquirer](ps[c])
+				reqs := make([]providers.AcquireRequest, keys)
+				for k := range reqs {
+					reqs[k] = providers.AcquireRequest{Key: fmt.Sprintf("r%d-k%d", round, k), Holder: fmt.Sprintf("c%d", c), TTL: longTTL}
+				}
+				got, errs := ba.AcquireMany(Context(t), reqs)
+				for k, err := range errs {
+					switch {
+					case err == nil:
+						won[c] = append(won[c], got[k])
+					case !errors.Is(err, providers.ErrHeld):
+						t.Errorf("client %d, key %s: %v", c, reqs[k].Key, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		winner := map[string]string{}
+		for c := range clients {
+			for _, l := range won[c] {
+				if w, dup := winner[l.Key]; dup {
+					t.Fatalf("round %d: both %s and %s won %s", round, w, l.Holder, l.Key)
+				}
+				winner[l.Key] = l.Holder
+			}
+		}
+		if len(winner) != keys {
+			t.Errorf("round %d: %d of %d keys won", round, len(winner), keys)
+		}
+	}
+}
+
+// releaseMany: own leases are released; another holder's lease is not
+// touched and answers ErrLost.
+func (s *suite) releaseMany(t *testing.T) {
+	ps := s.clients(t, 2)
+	br, ok := providers.As[providers.BatchReleaser](ps[0])
+	if !ok {
+		t.Log("no BatchReleaser: a clean stop releases one lease per request")
+		return
+	}
+	a := MustAcquire(t, ps[0], "a", "n1", longTTL)
+	b := MustAcquire(t, ps[0], "b", "n1", longTTL)
+	c := MustAcquire(t, ps[1], "c", "n2", longTTL)
+	forged := c
+	forged.Holder = "n1"
+	errs := br.ReleaseMany(Context(t), []providers.Lease{a, b, forged})
+	if len(errs) != 3 {
+		t.Fatalf("ReleaseMany returned %d errors for 3", len(errs))
+	}
+	for i, l := range []providers.Lease{a, b} {
+		if errs[i] != nil {
+			t.Errorf("ReleaseMany %q: %v", l.Key, errs[i])
+		}
+		if o := MustObserve(t, ps[1], l.Key); o.Holder != "" {
+			t.Errorf("after ReleaseMany %q is held by %q", l.Key, o.Holder)
+		}
+		next := MustAcquire(t, ps[1], l.Key, "n2", longTTL)
+		if next.Token != l.Token+1 {
+			t.Errorf("after ReleaseMany %q: token %d, want %d", l.Key, next.Token, l.Token+1)
+		}
+	}
+	WantLost(t, "ReleaseMany of another holder's lease", errs[2])
+	if o := MustObserve(t, ps[1], "c"); o.Holder != "n2" || o.Token != c.Token {
+		t.Errorf("ReleaseMany touched another holder's lease: %+v", o)
+	}
+}
+
+// notify: a provider implements providers.Notifier exactly when
+// Options.Notifier says so (looked up with providers.As, beneath wrappers);
+// a subscriber hears of a release by another client, for that key and no
+// other, soon enough that a waiting candidate takes over with the next
+// token, and hears nothing once its subscription ends.
+func (s *suite) notify(t *testing.T) {
+	ps := s.clients(t, 2)
+	n, ok := providers.As[providers.Notifier](ps[1])
+	if ok != s.opts.Notifier {
+		t.Fatalf("provider implements Notifier: %v, Options.Notifier says %v", ok, s.opts.Notifier)
+	}
+	if !ok {
+		t.Log("no Notifier: waiting candidates poll every retry_every (or wait for the term's end)")
+		return
+	}
+	a := MustAcquire(t, ps[0], "job", "a", longTTL)
+	MustObserve(t, ps[1], "job") // warm the candidate up: measure the handover, not a first connection
+	ctx, cancel := context.WithCancel(Context(t))
+	keys := make(chan string, 100)
+	if err := n.Notify(ctx, func(key string) {
+		select {
+		case keys <- key:
+		default:
+		}
+	}); err != nil {
+		t.Fatalf("Notify: %v", err)
+	}
+	start := time.Now()
+	if err := ps[0].Release(Context(t), a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-keys:
+		if k != "job" && k != "" {
+			t.Fatalf("notified of %q: only job changed", k)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no notification within 2s of Release")
+	}
+	notified := time.Since(start)
+	b := MustAcquire(t, ps[1], "job", "b", longTTL)
+	t.Logf("release → notification %s, release → new holder's Acquire done %s", notified, time.Since(start))
+	if b.Token != a.Token+1 {
+		t.Fatalf("token %d, want %d", b.Token, a.Token+1)
+	}
+	if err := ps[1].Release(Context(t), b); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(500 * time.Millisecond) // the subscription winds down
+	for len(keys) > 0 {
+		if k := <-keys; k != "job" && k != "" {
+			t.Errorf("notified of %q: only job changed", k)
+		}
+	}
+	c := MustAcquire(t, ps[0], "job", "a", longTTL)
+	if err := ps[0].Release(Context(t), c); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-keys:
+		t.Errorf("notified of %q after the subscription ended", k)
+	case <-time.After(time.Second):
 	}
 }

@@ -7,16 +7,17 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/redis"
 )
 
 // aclRules are the least privileges the provider needs, as the docs give
-// them: its scripts and the commands they call, SUBSCRIBE, and the
+// them: its scripts and the commands they call, PSUBSCRIBE, and the
 // connection handshake, on keys and channels under the prefix "electd:".
 var aclRules = []any{
 	"on", ">s3cret", "resetkeys", "~electd:*", "resetchannels", "&electd:notify:*", "-@all",
 	"+evalsha", "+eval", "+time", "+hmget", "+hget", "+hset", "+hincrby", "+pttl", "+set", "+del",
-	"+publish", "+subscribe", "+ping", "+hello", "+auth", "+select",
+	"+publish", "+psubscribe", "+ping", "+hello", "+auth", "+select",
 }
 
 // TestACL runs every operation as a user with only the documented
@@ -33,13 +34,20 @@ func TestACL(t *testing.T) {
 	s := redis.Settings{Addresses: addrs, Username: "electd", Password: "s3cret", DB: 2, Prefix: "electd:"}
 	a, b := open(t, s), open(t, s)
 	t.Cleanup(func() { a.Close(); b.Close() })
-	ch, err := b.Watch(ctx, "job")
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
+	notified := make(chan string, 10)
+	if err := b.Notify(ctx, func(key string) { notified <- key }); err != nil {
+		t.Fatalf("Notify: %v", err)
 	}
 	l, err := a.Acquire(ctx, "job", "a", time.Minute)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
+	}
+	if got, errs := a.AcquireMany(ctx, []providers.AcquireRequest{{Key: "batch", Holder: "a", TTL: time.Minute}}); errs[0] != nil {
+		t.Fatalf("AcquireMany: %v", errs[0])
+	} else if _, errs := a.RenewMany(ctx, got); errs[0] != nil {
+		t.Fatalf("RenewMany: %v", errs[0])
+	} else if errs := a.ReleaseMany(ctx, got); errs[0] != nil {
+		t.Fatalf("ReleaseMany: %v", errs[0])
 	}
 	if l, err = a.Renew(ctx, l); err != nil {
 		t.Fatalf("Renew: %v", err)
@@ -47,16 +55,23 @@ func TestACL(t *testing.T) {
 	if _, err := b.Observe(ctx, "job"); err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	for len(ch) > 0 {
-		<-ch
+	for len(notified) > 0 {
+		<-notified
 	}
 	if err := a.Release(ctx, l); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	select {
-	case <-ch:
-	case <-time.After(time.Second):
-		t.Fatal("no notification")
+	// The batch's own notifications may still be on their way.
+	for heard := false; !heard; {
+		select {
+		case k := <-notified:
+			if k != "job" && k != "batch" {
+				t.Fatalf("changed(%q) for the Release, want changed(\"job\")", k)
+			}
+			heard = k == "job"
+		case <-time.After(time.Second):
+			t.Fatal("no Notify callback")
+		}
 	}
 	// The keys went to database 2, not 0.
 	admin2 := goredis.NewClient(&goredis.Options{Addr: addrs[0], DB: 2})

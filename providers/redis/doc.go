@@ -9,8 +9,18 @@
 // when the live key is absent or the holder is the caller, and increments the
 // token; Renew and Release compare holder and token; Release clears the holder
 // and deletes the live key, keeping the hash. Acquire and Release PUBLISH on
-// <prefix>notify:<key>, and the provider implements providers.Watcher with
-// SUBSCRIBE, so a waiting candidate takes over in about a millisecond.
+// <prefix>notify:<key>, and the provider implements providers.Notifier with
+// one PSUBSCRIBE <prefix>notify:* per server for every key, so a waiting
+// candidate takes over in about a millisecond; changed("") is called after a
+// lost subscription is back. Expiries
+// are not notified (keyspace notifications would need a server-wide CONFIG
+// SET); a refused Acquire's HeldError.Remaining is the live key's PTTL, read
+// in the script that finds it held (under Redlock, the (N-quorum+1)-th
+// longest of the agreeing servers': no candidate can win before it).
+//
+// AcquireMany, RenewMany and ReleaseMany pipeline the same scripts, one per
+// lease, one round trip per server for each 512 leases, each lease judged
+// as the single operation judges it (batch.go).
 //
 // With three or more addresses the same scripts run on every server and an
 // operation succeeds only on a quorum (N/2+1) within the lease's validity,

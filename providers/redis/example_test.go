@@ -14,8 +14,9 @@ import (
 )
 
 // Two nodes share one Redis server: the first takes the lease, the second is
-// refused, watches, and takes over with the next fencing token as soon as
-// the first releases. (Not run by go test: it needs a server on 6379.)
+// refused, subscribes with Notify, and takes over with the next fencing
+// token as soon as the first releases. (Not run by go test: it needs a
+// server on 6379.)
 func Example() {
 	ctx := context.Background()
 	settings := redisprovider.Settings{Addresses: []string{"127.0.0.1:6379"}, Prefix: "electd:"}
@@ -40,8 +41,15 @@ func Example() {
 	if _, err := web2.Acquire(ctx, "queue-consumer", "web-2", 15*time.Second); errors.As(err, &held) {
 		fmt.Println("web-2 waits: held by", held.Holder)
 	}
-	wake, err := web2.Watch(ctx, "queue-consumer")
-	if err != nil {
+	wake := make(chan struct{}, 1)
+	if err := web2.Notify(ctx, func(key string) {
+		if key == "queue-consumer" || key == "" { // "": any key may have changed
+			select {
+			case wake <- struct{}{}:
+			default: // a wake-up is already pending
+			}
+		}
+	}); err != nil {
 		log.Fatal(err) // the server is down: poll instead
 	}
 

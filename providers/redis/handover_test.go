@@ -9,7 +9,7 @@ import (
 )
 
 // TestHandover measures a graceful handover: the candidate, refused before
-// and waiting on Watch (pub/sub), is notified and acquires.
+// and waiting on Notify (pub/sub), is notified and acquires.
 //
 //	go test -count=1 -run TestHandover -v ./providers/redis/
 func TestHandover(t *testing.T) {

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,8 +119,24 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 	// The first attempt lets every server increment its own counter: when
 	// the servers agree, as they do unless a term missed one, that is one
 	// round trip. A retry asks for one more than the highest counter seen.
-	var minToken uint64
-	for attempt := 1; ; attempt++ {
+	return p.acquireFrom(ctx, key, holder, ttl, 1, 0)
+}
+
+// acquireFrom runs the attempts of an Acquire from the given one on, the
+// first asking every server for at least minToken (AcquireMany made the
+// first attempt of a batch itself).
+func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time.Duration, attempt int, minToken uint64) (providers.Lease, error) {
+	for ; ; attempt++ {
+		if attempt > 1 {
+			// Redlock: retry after a random delay so that racing
+			// candidates stop splitting the servers.
+			backoff := min(5*time.Millisecond<<(attempt-1), 100*time.Millisecond)
+			select {
+			case <-time.After(rand.N(backoff)):
+			case <-ctx.Done():
+				return providers.Lease{}, ctx.Err()
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return providers.Lease{}, err
 		}
@@ -130,78 +147,118 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 			// A server that answered after the caller gave up.
 			p.undo(ctx, key, holder, []result[record]{{v: r}}, []*node{p.nodes[i]}, 0)
 		})
-		validity := ttl - time.Since(start) - drift(ttl)
-
-		var (
-			errs     []error
-			answered int
-			maxToken uint64
-			value    stamped
-			won      = map[uint64][]time.Time{}
-			held     = map[[2]string][]record{}
-		)
-		for _, r := range rs {
-			if r.err != nil {
-				errs = append(errs, r.err)
-				continue
-			}
-			answered++
-			maxToken = max(maxToken, r.v.token)
-			if r.v.value.newer(value) {
-				value = r.v.value
-			}
-			if r.v.ok {
-				won[r.v.token] = append(won[r.v.token], r.v.expires)
-			} else {
-				id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
-				held[id] = append(held[id], r.v)
-			}
-		}
-		// The term is the highest token a quorum agrees on. Every token
-		// of this attempt is above the counter its server had, and a
-		// quorum shares a server with every earlier term's quorum, so the
-		// term's token is above every earlier term's.
-		var token uint64
-		for t, exps := range won {
-			if len(exps) >= p.quorum && t > token {
-				token = t
-			}
-		}
-		if token != 0 && validity > 0 {
-			p.undo(ctx, key, holder, rs, p.nodes, token)
-			return providers.Lease{
-				Key: key, Holder: holder, Token: token, TTL: ttl,
-				Expires: p.quorumExpiry(won[token]), Value: value.value,
-			}, nil
-		}
-		p.undo(ctx, key, holder, rs, p.nodes, 0)
-		if answered < p.quorum || ctx.Err() != nil {
-			return providers.Lease{}, p.storeError(ctx, "answered", answered, errs)
-		}
-		for _, rs := range held {
-			if len(rs) >= p.quorum {
-				exps := make([]time.Time, len(rs))
-				for i, r := range rs {
-					exps[i] = r.expires
-				}
-				return providers.Lease{}, &providers.HeldError{Key: key, Holder: rs[0].holder, Token: rs[0].token, Expires: p.quorumExpiry(exps)}
-			}
-		}
-		if token != 0 {
-			return providers.Lease{}, fmt.Errorf("a quorum took %s of a %s ttl: no validity left, released", ttl-validity-drift(ttl), ttl)
-		}
-		if attempt == acquireAttempts {
+		v := p.judgeAcquire(ctx, key, holder, ttl, rs, ttl-time.Since(start)-drift(ttl))
+		p.undo(ctx, key, holder, rs, p.nodes, v.keep)
+		switch {
+		case v.keep != 0:
+			return v.lease, nil
+		case v.err != nil:
+			return providers.Lease{}, v.err
+		case attempt >= acquireAttempts:
 			return providers.Lease{}, fmt.Errorf("no candidate reached a quorum of %d servers in %d attempts (candidates split the servers, or a server is down and the others disagree)", p.quorum, attempt)
 		}
-		minToken = maxToken + 1
-		// Redlock: retry after a random delay so that racing candidates
-		// stop splitting the servers.
-		backoff := min(5*time.Millisecond<<attempt, 100*time.Millisecond)
-		select {
-		case <-time.After(rand.N(backoff)):
-		case <-ctx.Done():
-			return providers.Lease{}, ctx.Err()
+		minToken = v.maxToken + 1
+	}
+}
+
+// acquireVerdict is what one attempt of an Acquire comes to: a term won
+// (keep is its token, and the servers that accepted another token are to
+// be released), an error (a *HeldError or a store error), or neither: the
+// candidates split the servers, and the next attempt asks for a token above
+// maxToken. Every server that accepted a token other than keep is undone.
+type acquireVerdict struct {
+	lease    providers.Lease
+	keep     uint64
+	err      error
+	maxToken uint64
+}
+
+// judgeAcquire decides one attempt from the servers' answers rs (in the
+// order of p.nodes) and the validity left after it.
+func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl time.Duration, rs []result[record], validity time.Duration) acquireVerdict {
+	var (
+		v        acquireVerdict
+		errs     []error
+		answered int
+		value    stamped
+		won      = map[uint64][]time.Time{}
+		held     = map[[2]string][]record{}
+	)
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
 		}
+		answered++
+		v.maxToken = max(v.maxToken, r.v.token)
+		if r.v.value.newer(value) {
+			value = r.v.value
+		}
+		if r.v.ok {
+			won[r.v.token] = append(won[r.v.token], r.v.expires)
+		} else {
+			id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
+			held[id] = append(held[id], r.v)
+		}
+	}
+	// The term is the highest token a quorum agrees on. Every token of this
+	// attempt is above the counter its server had, and a quorum shares a
+	// server with every earlier term's quorum, so the term's token is above
+	// every earlier term's.
+	var token uint64
+	for t, exps := range won {
+		if len(exps) >= p.quorum && t > token {
+			token = t
+		}
+	}
+	if token != 0 && validity > 0 {
+		v.keep = token
+		v.lease = providers.Lease{
+			Key: key, Holder: holder, Token: token, TTL: ttl,
+			Expires: p.quorumExpiry(won[token]), Value: value.value,
+		}
+		return v
+	}
+	if answered < p.quorum || ctx.Err() != nil {
+		v.err = p.storeError(ctx, "answered", answered, errs)
+		return v
+	}
+	for _, rs := range held {
+		if len(rs) >= p.quorum {
+			v.err = p.heldError(key, rs)
+			return v
+		}
+	}
+	if token != 0 {
+		v.err = fmt.Errorf("a quorum took %s of a %s ttl: no validity left, released", ttl-validity-drift(ttl), ttl)
+	}
+	return v
+}
+
+// heldError reports the term that a quorum of servers (rs, at least a
+// quorum of answers naming the same holder and token) says is live.
+//
+// Remaining is measured by the servers' own clocks (each one's PTTL of the
+// live key), never by comparing clocks. A candidate can win only once a
+// quorum of servers has let the term go, that is once no more than N-quorum
+// of them still hold it: not before the (N-quorum+1)-th longest PTTL has
+// run out. That is the value reported: it is never later than the earliest
+// moment a candidate could succeed (servers that did not answer, or hold
+// another term, can only make that moment later), so waiting for it never
+// delays a takeover, and it spares the retries that the shortest PTTL would
+// cost while a quorum still holds the term. With one server it is the
+// PTTL; with an odd number of servers it is also when the holder's quorum
+// ends, the Expires reported.
+func (p *Provider) heldError(key string, rs []record) *providers.HeldError {
+	exps := make([]time.Time, len(rs))
+	rem := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		exps[i], rem[i] = r.expires, r.remaining
+	}
+	slices.SortFunc(rem, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+	return &providers.HeldError{
+		Key: key, Holder: rs[0].holder, Token: rs[0].token,
+		Expires: p.quorumExpiry(exps), Remaining: rem[len(p.nodes)-p.quorum],
 	}
 }
 
@@ -246,15 +303,22 @@ func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.
 	}
 	stamp := time.Now().UnixNano()
 	start := time.Now()
-	type renewed struct {
-		ok  bool
-		exp time.Time
-	}
 	rs := each(ctx, p, nodeTimeout(lease.TTL), func(ctx context.Context, n *node) (renewed, error) {
 		ok, exp, err := p.nodeRenew(ctx, n, lease.Key, lease.Holder, lease.Token, lease.TTL, lease.Value, stamp)
 		return renewed{ok, exp}, err
 	}, nil)
-	validity := lease.TTL - time.Since(start) - drift(lease.TTL)
+	return p.judgeRenew(ctx, lease, rs, lease.TTL-time.Since(start)-drift(lease.TTL))
+}
+
+// renewed is one server's answer to a Renew.
+type renewed struct {
+	ok  bool
+	exp time.Time
+}
+
+// judgeRenew decides a Renew from the servers' answers (in the order of
+// p.nodes) and the validity left after it.
+func (p *Provider) judgeRenew(ctx context.Context, lease providers.Lease, rs []result[renewed], validity time.Duration) (providers.Lease, error) {
 	var errs []error
 	var exps []time.Time
 	refused := 0
@@ -300,6 +364,12 @@ func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (bool, error) {
 		return p.nodeRelease(ctx, n, lease.Key, lease.Holder, lease.Token, &lease.Value, stamp)
 	}, nil)
+	return p.judgeRelease(ctx, lease, rs)
+}
+
+// judgeRelease decides a Release from the servers' answers (in the order
+// of p.nodes).
+func (p *Provider) judgeRelease(ctx context.Context, lease providers.Lease, rs []result[bool]) error {
 	var errs []error
 	released, refused := 0, 0
 	for _, r := range rs {

@@ -14,10 +14,7 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.Provider = (*Provider)(nil)
-	_ providers.Watcher  = (*Provider)(nil)
-)
+var _ providers.Provider = (*Provider)(nil)
 
 const (
 	dialTimeout = 2 * time.Second

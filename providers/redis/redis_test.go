@@ -59,7 +59,7 @@ func conformance(t *testing.T, n int) {
 		Unreachable: func(t *testing.T) providers.Provider {
 			return open(t, redisprovider.Settings{Addresses: closedAddrs(t, n), Prefix: "electd:"})
 		},
-		Watcher: true,
+		Notifier: true,
 	})
 }
 

@@ -55,19 +55,19 @@ func TestRedlockOneDown(t *testing.T) {
 	if got, err := b.Observe(ctx, "job"); err != nil || got.Holder != "a" || got.Token != l.Token {
 		t.Fatalf("Observe with 2 of 3 servers = %+v, %v", got, err)
 	}
-	ch, err := b.Watch(ctx, "job")
-	if err != nil {
-		t.Fatalf("Watch with 2 of 3 servers: %v", err)
-	}
-	for len(ch) > 0 {
-		<-ch
+	ch := make(chan string, 100)
+	if err := b.Notify(ctx, func(key string) { ch <- key }); err != nil {
+		t.Fatalf("Notify with 2 of 3 servers: %v", err)
 	}
 	l.Value = "slot-7"
 	if err := a.Release(ctx, l); err != nil {
 		t.Fatalf("Release with 2 of 3 servers: %v", err)
 	}
 	select {
-	case <-ch:
+	case k := <-ch:
+		if k != "job" {
+			t.Fatalf("changed(%q) for the Release with 2 of 3 servers, want changed(\"job\")", k)
+		}
 	case <-time.After(time.Second):
 		t.Fatal("no notification within 1s of Release with 2 of 3 servers")
 	}
@@ -110,8 +110,7 @@ func TestRedlockTwoDown(t *testing.T) {
 	wantStoreError(t, "Acquire of a free key with 1 of 3 servers", err)
 	_, err = a.Observe(ctx, "job")
 	wantStoreError(t, "Observe with 1 of 3 servers", err)
-	_, err = a.Watch(ctx, "job")
-	wantStoreError(t, "Watch with 1 of 3 servers", err)
+	wantStoreError(t, "Notify with 1 of 3 servers", a.Notify(ctx, func(string) {}))
 }
 
 // TestRedlockHung: a server that hangs (SIGSTOP: its connections stay open

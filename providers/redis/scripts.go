@@ -22,13 +22,15 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // acquireScript: ARGV holder, ttl ms, minimum token, channel. The new token
 // is the counter + 1, or the minimum when that is larger (Redlock brings a
 // lagging server up to the quorum's counter). Replies
-// {won, holder, token, expires ms, value, value token, value stamp}.
+// {won, holder, token, expires ms, value, value token, value stamp,
+// remaining ms}; remaining is the PTTL of the live key when another holder
+// has it (the server's own measure of the term's rest), else 0.
 var acquireScript = goredis.NewScript(scriptNow + `
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp')
 local holder, token = s[1] or '', s[2] or '0'
 local pttl = redis.call('PTTL', KEYS[2])
 if pttl > 0 and holder ~= '' and holder ~= ARGV[1] then
-  return {0, holder, token, now + pttl, s[3] or '', s[4] or '0', s[5] or '0'}
+  return {0, holder, token, now + pttl, s[3] or '', s[4] or '0', s[5] or '0', pttl}
 end
 if tonumber(ARGV[3]) > tonumber(token) + 1 then
   redis.call('HSET', KEYS[1], 'token', ARGV[3])
@@ -39,7 +41,7 @@ token = redis.call('HGET', KEYS[1], 'token')
 redis.call('HSET', KEYS[1], 'holder', ARGV[1])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[4], 'acquired')
-return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0'}
+return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0', 0}
 `)
 
 // renewScript: ARGV holder, token, ttl ms, value, value stamp. Holder and
@@ -74,15 +76,15 @@ return 1
 `)
 
 // observeScript replies {live, holder, token, expires ms, value, value
-// token, value stamp}; holder is "" unless the term is live.
+// token, value stamp, remaining ms}; holder is "" unless the term is live.
 var observeScript = goredis.NewScript(scriptNow + `
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp')
 local holder = s[1] or ''
 local pttl = redis.call('PTTL', KEYS[2])
 if pttl > 0 and holder ~= '' then
-  return {1, holder, s[2] or '0', now + pttl, s[3] or '', s[4] or '0', s[5] or '0'}
+  return {1, holder, s[2] or '0', now + pttl, s[3] or '', s[4] or '0', s[5] or '0', pttl}
 end
-return {0, '', s[2] or '0', 0, s[3] or '', s[4] or '0', s[5] or '0'}
+return {0, '', s[2] or '0', 0, s[3] or '', s[4] or '0', s[5] or '0', 0}
 `)
 
 // record is one server's view of a lease.
@@ -91,7 +93,10 @@ type record struct {
 	holder  string
 	token   uint64
 	expires time.Time
-	value   stamped
+	// remaining is the live key's PTTL when the term is live and not the
+	// caller's: how long it has left by the server's clock.
+	remaining time.Duration
+	value     stamped
 }
 
 // stamped is a Value with the term that wrote it and the writer's clock at
@@ -152,12 +157,12 @@ func (p *Provider) nodeObserve(ctx context.Context, n *node, key string) (record
 }
 
 // parseRecord reads {flag, holder, token, expires ms, value, value token,
-// value stamp}.
+// value stamp, remaining ms}.
 func parseRecord(res []any) (record, error) {
 	bad := func(what string) (record, error) {
 		return record{}, fmt.Errorf("script replied %v: bad %s", res, what)
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return bad("length")
 	}
 	flag, ok1 := res[0].(int64)
@@ -167,8 +172,9 @@ func parseRecord(res []any) (record, error) {
 	value, ok4 := res[4].(string)
 	vtok, err2 := strconv.ParseUint(fmt.Sprint(res[5]), 10, 64)
 	vstamp, err3 := strconv.ParseInt(fmt.Sprint(res[6]), 10, 64)
+	pttl, ok5 := res[7].(int64)
 	switch {
-	case !ok1 || !ok2 || !ok4:
+	case !ok1 || !ok2 || !ok4 || !ok5:
 		return bad("field types")
 	case !ok3:
 		return bad("expiry")
@@ -176,6 +182,9 @@ func parseRecord(res []any) (record, error) {
 		return bad("token")
 	}
 	r := record{ok: flag == 1, holder: holder, token: token, value: stamped{value: value, token: vtok, stamp: vstamp, exists: vtok > 0}}
+	if pttl > 0 {
+		r.remaining = time.Duration(pttl) * time.Millisecond
+	}
 	if exp > 0 {
 		r.expires = time.UnixMilli(exp)
 	}

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/providers"
 )
 
 const (
-	// healthEvery is how long a watch connection may stay silent before it
+	// healthEvery is how long a subscription connection may stay silent before it
 	// is pinged; a second silence closes and reopens it, since a server
 	// that hangs keeps its TCP connection open.
 	healthEvery = 10 * time.Second
@@ -21,44 +24,101 @@ const (
 	minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 )
 
-// Watch returns a channel that receives a hint whenever key may have changed
-// hands: every Acquire and Release publishes on <prefix>notify:<key>. It also
-// receives one after a subscription was lost and re-established, since
-// messages may have been missed meanwhile; expiries are not published, so a
-// candidate still polls. Each Watch holds its own SUBSCRIBE connection to
-// every server and returns once a quorum of them confirmed the subscription
-// (a successful Release reaches a quorum, so a quorum of subscribers hears
-// it); it returns an error when that cannot happen (servers down) or ctx
-// ends first. The channel is closed when ctx ends or the provider is closed.
-func (p *Provider) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if key == "" || len(key) > maxField {
-		return nil, fmt.Errorf("redis: watch %q: key must be 1 to %d bytes", key, maxField)
+var _ providers.Notifier = (*Provider)(nil)
+
+// Notify calls changed(key) whenever the lease on key may have changed hands,
+// for every key under the provider's prefix, through one pattern
+// subscription (PSUBSCRIBE <prefix>notify:*) per server: every Acquire and
+// Release publishes on its key's channel. It returns once a quorum of the
+// servers confirmed the subscription (a successful Release reaches a quorum,
+// so a quorum of subscribers hears it), or with an error when that cannot
+// happen (servers down) or ctx ends first. A subscription lost is re-established with backoff, and changed("") is
+// called once it is back, since messages may have been missed meanwhile.
+//
+// Expiries are not published: a candidate refused by a live term learns its
+// rest from HeldError.Remaining and tries again then. (Redis keyspace
+// notifications could report expiries, but they are off by default, turning
+// them on is a server-wide CONFIG SET that needs administrative rights and
+// costs every client of the server, and Redis sends an expired event when it
+// gets round to deleting the key, which may be late.)
+//
+// changed is called from one goroutine at a time, never after ctx ended or
+// the provider was closed, and never from an operation of the provider: a
+// slow changed delays only the notifications after it. Under Redlock a
+// release is heard from each server that ran it, so changed(key) may come
+// more than once.
+func (p *Provider) Notify(ctx context.Context, changed func(key string)) error {
+	var mu sync.Mutex
+	call := func(key string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() == nil && p.closed.Err() == nil {
+			changed(key)
+		}
 	}
+	prefix := p.channel("")
+	err := p.listen(ctx, subscription{
+		pattern: globEscape(prefix) + "*",
+		message: func(channel string) {
+			if key, ok := strings.CutPrefix(channel, prefix); ok && key != "" {
+				call(key)
+			}
+		},
+		back: func() { call("") },
+	})
+	if err != nil {
+		return fmt.Errorf("redis: notify: %w", err)
+	}
+	return nil
+}
+
+// globEscape quotes the characters that are special in a Redis glob
+// pattern, so that a prefix holding them matches only itself.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// subscription is the pattern one pub/sub connection per server listens
+// to, and whom it tells.
+type subscription struct {
+	pattern string
+	// message is called with the channel of every message.
+	message func(channel string)
+	// back is called when a subscription is confirmed again after a loss
+	// (messages may have been missed meanwhile).
+	back func()
+}
+
+// listen holds sub on every server until ctx ends or the provider is
+// closed. It returns once a quorum of the servers confirmed the
+// subscription, or an error when that cannot happen (too many servers down)
+// or ctx ends first.
+func (p *Provider) listen(ctx context.Context, sub subscription) error {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redis: watch %q: %w", key, err)
+		return err
 	}
 	if p.closed.Err() != nil {
-		return nil, fmt.Errorf("redis: watch %q: provider closed", key)
+		return errors.New("provider closed")
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.closed, cancel)
-	out := make(chan struct{}, 1)
-	hint := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
 	ready := make(chan error, len(p.nodes))
 	var wg sync.WaitGroup
 	for _, n := range p.nodes {
-		wg.Go(func() { p.watchNode(wctx, n, p.channel(key), hint, ready) })
+		wg.Go(func() { p.watchNode(wctx, n, sub, ready) })
 	}
-	fail := func(err error) (<-chan struct{}, error) {
+	fail := func(err error) error {
 		cancel()
 		wg.Wait()
 		stop()
-		return nil, fmt.Errorf("redis: watch %q: %w", key, err)
+		return err
 	}
 	var errs []error
 	for subscribed := 0; subscribed < p.quorum; {
@@ -83,15 +143,14 @@ func (p *Provider) Watch(ctx context.Context, key string) (<-chan struct{}, erro
 		wg.Wait()
 		stop()
 		cancel()
-		close(out)
 	}()
-	return out, nil
+	return nil
 }
 
 // watchNode keeps one subscription to n until ctx ends. It reports the
 // outcome of its first attempt on ready, then resubscribes with backoff
 // whenever the connection is lost.
-func (p *Provider) watchNode(ctx context.Context, n *node, channel string, hint func(), ready chan<- error) {
+func (p *Provider) watchNode(ctx context.Context, n *node, sub subscription, ready chan<- error) {
 	reported := false
 	backoff := minBackoff
 	confirmed := func() {
@@ -101,10 +160,10 @@ func (p *Provider) watchNode(ctx context.Context, n *node, channel string, hint 
 			ready <- nil
 			return
 		}
-		hint() // messages may have been published while we were away
+		sub.back() // messages may have been published while we were away
 	}
 	for ctx.Err() == nil {
-		err := subscribeOnce(ctx, n, channel, hint, confirmed)
+		err := subscribeOnce(ctx, n, sub, confirmed)
 		if ctx.Err() != nil {
 			return
 		}
@@ -112,7 +171,7 @@ func (p *Provider) watchNode(ctx context.Context, n *node, channel string, hint 
 			reported = true
 			ready <- fmt.Errorf("%s: %w", n.addr, err)
 		}
-		p.log.Debug("watch subscription lost; resubscribing", "server", n.addr, "channel", channel, "error", err, "backoff", backoff)
+		p.log.Debug("notify subscription lost; resubscribing", "server", n.addr, "pattern", sub.pattern, "error", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
 		case <-ctx.Done():
@@ -122,15 +181,16 @@ func (p *Provider) watchNode(ctx context.Context, n *node, channel string, hint 
 	}
 }
 
-// subscribeOnce holds one SUBSCRIBE connection until it fails or ctx ends.
-func subscribeOnce(ctx context.Context, n *node, channel string, hint, confirmed func()) error {
+// subscribeOnce holds one PSUBSCRIBE connection until it fails or ctx
+// ends.
+func subscribeOnce(ctx context.Context, n *node, sub subscription, confirmed func()) error {
 	ps := n.c.Subscribe(ctx)
 	defer ps.Close()
 	// A read blocked on a quiet connection does not watch ctx; closing the
 	// connection ends it.
 	defer context.AfterFunc(ctx, func() { _ = ps.Close() })()
 	sctx, cancel := context.WithTimeout(ctx, dialTimeout+ioTimeout)
-	err := ps.Subscribe(sctx, channel)
+	err := ps.PSubscribe(sctx, sub.pattern)
 	cancel()
 	if err != nil {
 		return err
@@ -147,25 +207,24 @@ func subscribeOnce(ctx context.Context, n *node, channel string, hint, confirmed
 			if subscribed && !pinged && errors.As(err, &ne) && ne.Timeout() {
 				pinged = true
 				if err := ps.Ping(ctx); err != nil {
-					hint()
 					return err
 				}
 				continue
-			}
-			if subscribed && ctx.Err() == nil {
-				hint() // messages may be missed until we are back
 			}
 			return err
 		}
 		pinged = false
 		switch m := msg.(type) {
 		case *goredis.Subscription:
-			if m.Kind == "subscribe" && m.Channel == channel && !subscribed {
+			if subscribed {
+				break
+			}
+			if m.Kind == "psubscribe" && m.Channel == sub.pattern {
 				subscribed = true
 				confirmed()
 			}
 		case *goredis.Message:
-			hint()
+			sub.message(m.Channel)
 		}
 	}
 }

@@ -2,56 +2,283 @@ package sql
 
 import (
 	"context"
+	dbsql "database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/electd/electd/providers"
 )
 
-// sqliteBatch bounds the rows of one SQLite statement (5 variables each,
-// under SQLite's limit of 32766).
-const sqliteBatch = 1000
+// batchRows bounds the leases of one statement: at most 5 variables a row,
+// under SQLite's limit of 32766 and MySQL's of 65535.
+const batchRows = 1000
 
-// RenewMany renews many leases in one statement: PostgreSQL takes them as
-// arrays (unnest), SQLite as a VALUES list of up to 1000 rows. MySQL has
-// neither UPDATE ... RETURNING nor arrays, so there each lease is renewed
-// on its own (no batching; documented).
+var (
+	_ providers.BatchAcquirer = (*Provider)(nil)
+	_ providers.BatchRenewer  = (*Provider)(nil)
+	_ providers.BatchReleaser = (*Provider)(nil)
+)
+
+// AcquireMany judges many Acquires in one statement per 1000 leases
+// (PostgreSQL and SQLite: one INSERT ... ON CONFLICT DO UPDATE ... RETURNING
+// over all of them; MySQL: one short transaction of an insert of the missing
+// rows, a conditional UPDATE ... JOIN and a read), then reads the holders of
+// the leases it did not win in one more statement. Keys are taken in sorted
+// order, so racing batches lock rows in the same order.
+func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
+	out := make([]providers.Lease, len(reqs))
+	errs := make([]error, len(reqs))
+	var batch, alone []int // alone: a key asked for twice is judged on its own, after
+	seen := make(map[string]bool, len(reqs))
+	for i, r := range reqs {
+		switch {
+		case checkLease(r.Key, r.Holder, r.TTL) != nil:
+			errs[i] = fmt.Errorf("sql: acquire %q: %w", r.Key, checkLease(r.Key, r.Holder, r.TTL))
+		case seen[r.Key]:
+			alone = append(alone, i)
+		default:
+			seen[r.Key] = true
+			batch = append(batch, i)
+		}
+	}
+	if err := p.ensure(ctx); err != nil {
+		for _, i := range append(batch, alone...) {
+			errs[i] = fmt.Errorf("sql: acquire %q: %w", reqs[i].Key, err)
+		}
+		return out, errs
+	}
+	slices.SortFunc(batch, func(a, b int) int { return strings.Compare(reqs[a].Key, reqs[b].Key) })
+	for start := 0; start < len(batch); start += batchRows {
+		chunk := batch[start:min(start+batchRows, len(batch))]
+		if err := p.acquireChunk(ctx, reqs, chunk, out, errs); err != nil {
+			for _, i := range chunk {
+				errs[i] = fmt.Errorf("sql: acquire %q: %w", reqs[i].Key, err)
+			}
+		}
+	}
+	for _, i := range alone {
+		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	}
+	return out, errs
+}
+
+// acquireChunk acquires what it can of reqs[chunk] and fills out and errs
+// for each; an error is the chunk's as a whole.
+func (p *Provider) acquireChunk(ctx context.Context, reqs []providers.AcquireRequest, chunk []int, out []providers.Lease, errs []error) error {
+	var won map[string]providers.Lease
+	var err error
+	for range acquireAttempts {
+		if won, err = p.acquireRows(ctx, reqs, chunk); err == nil || !p.d.retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var missed []string
+	for _, i := range chunk {
+		r := reqs[i]
+		if l, ok := won[r.Key]; ok {
+			l.Key, l.Holder, l.TTL = r.Key, r.Holder, r.TTL
+			out[i] = l
+		} else {
+			missed = append(missed, r.Key)
+		}
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	cur, err := p.observeMany(ctx, missed)
+	if err != nil {
+		return err
+	}
+	for _, i := range chunk {
+		r := reqs[i]
+		if _, ok := won[r.Key]; ok {
+			continue
+		}
+		if c, ok := cur[r.Key]; ok && c.Holder != "" && c.remaining > 0 {
+			errs[i] = held(c.Lease, c.remaining)
+			continue
+		}
+		// Freed between the two statements: judged again, on its own.
+		out[i], errs[i] = p.Acquire(ctx, r.Key, r.Holder, r.TTL)
+	}
+	return nil
+}
+
+// acquireRows runs the conditional write of one chunk and returns the
+// leases won, by key.
+func (p *Provider) acquireRows(ctx context.Context, reqs []providers.AcquireRequest, chunk []int) (map[string]providers.Lease, error) {
+	t := p.d.table
+	won := make(map[string]providers.Lease, len(chunk))
+	scan := func(rows *dbsql.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var l providers.Lease
+			var token int64
+			var exp expiry
+			dest := []any{&l.Key, &token, &exp, &l.Value}
+			if p.d.pg != nil {
+				dest = append(dest, new(dbsql.NullString))
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			l.Token, l.Expires = uint64(token), exp.t
+			won[l.Key] = l
+		}
+		return rows.Err()
+	}
+	switch p.d.driver {
+	case "postgres":
+		keys, holders, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]float64, len(chunk))
+		for n, i := range chunk {
+			keys[n], holders[n], ttls[n] = reqs[i].Key, reqs[i].Holder, float64(reqs[i].TTL.Milliseconds())
+		}
+		// The notification is delivered only if the statement commits.
+		rows, err := p.d.db.QueryContext(ctx, `WITH a AS (
+			INSERT INTO `+t+` AS l ("key", holder, token, expires_at, value)
+			SELECT v.k, v.holder, 1, now() + v.ttl * interval '1 millisecond', ''
+			FROM unnest($1::text[], $2::text[], $3::float8[]) AS v(k, holder, ttl)
+			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
+			WHERE l.holder = '' OR l.expires_at <= now() OR l.holder = excluded.holder
+			RETURNING "key", token, expires_at, value)
+			SELECT "key", token, expires_at, value, pg_notify($4, "key")::text FROM a`,
+			keys, holders, ttls, p.channel)
+		if err != nil {
+			return nil, err
+		}
+		return won, scan(rows)
+	case "sqlite":
+		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
+		args := make([]any, 0, 3*len(chunk))
+		for _, i := range chunk {
+			args = append(args, reqs[i].Key, reqs[i].Holder, reqs[i].TTL.Milliseconds())
+		}
+		// "WHERE true" tells the parser that ON CONFLICT belongs to the INSERT.
+		rows, err := p.d.db.QueryContext(ctx, `WITH v(k, holder, ttl) AS (VALUES `+placeholders(len(chunk), 3)+`)
+			INSERT INTO `+t+` AS l ("key", holder, token, expires_at, value)
+			SELECT k, holder, 1, `+now+` + ttl, '' FROM v WHERE true
+			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
+			WHERE l.holder = '' OR l.expires_at <= `+now+` OR l.holder = excluded.holder
+			RETURNING "key", token, expires_at, value`, args...)
+		if err != nil {
+			return nil, err
+		}
+		return won, scan(rows)
+	}
+
+	// MySQL: no RETURNING. Create the missing rows free, take the free,
+	// expired and own ones, and read back in the same transaction the rows
+	// now held by their requester: exactly those the UPDATE changed, as
+	// holders are per process and the UPDATE's row locks are held.
+	keys := make([]any, len(chunk))
+	v := make([]any, 0, 3*len(chunk))
+	for n, i := range chunk {
+		keys[n] = reqs[i].Key
+		v = append(v, reqs[i].Key, reqs[i].Holder, p.d.ttlArg(reqs[i].TTL))
+	}
+	tx, err := p.d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+t+" (`key`, holder, token, expires_at, value) VALUES "+
+		strings.TrimSuffix(strings.Repeat("(?, '', 0, UTC_TIMESTAMP(6), ''), ", len(chunk)), ", ")+
+		" ON DUPLICATE KEY UPDATE `key` = `key`", keys...); err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+t+" AS l JOIN ("+unionRows(len(chunk), "k", "holder", "ttl")+") AS v ON l.`key` = v.k"+
+		" SET l.holder = v.holder, l.token = l.token + 1, l.expires_at = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL v.ttl MICROSECOND)"+
+		" WHERE l.holder = '' OR l.expires_at <= UTC_TIMESTAMP(6) OR l.holder = v.holder", v...); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT `key`, holder, token, expires_at, value FROM "+t+" WHERE `key` IN ("+placeholders(len(chunk), 1)+")", keys...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	want := make(map[string]string, len(chunk))
+	for _, i := range chunk {
+		want[reqs[i].Key] = reqs[i].Holder
+	}
+	for rows.Next() {
+		var l providers.Lease
+		var token int64
+		var exp expiry
+		if err := rows.Scan(&l.Key, &l.Holder, &token, &exp, &l.Value); err != nil {
+			return nil, err
+		}
+		if l.Holder == want[l.Key] {
+			l.Token, l.Expires = uint64(token), exp.t
+			won[l.Key] = l
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return won, tx.Commit()
+}
+
+// record is a row as observeMany reads it.
+type record struct {
+	providers.Lease
+	remaining time.Duration // by the database's clock; ≤ 0 when expired
+}
+
+// observeMany reads the records of keys in one statement.
+func (p *Provider) observeMany(ctx context.Context, keys []string) (map[string]record, error) {
+	cols := `SELECT "key", holder, token, expires_at, value, ` + p.d.remaining + ` FROM ` + p.d.table
+	var rows *dbsql.Rows
+	var err error
+	if p.d.pg != nil {
+		rows, err = p.d.db.QueryContext(ctx, cols+` WHERE "key" = ANY($1::text[])`, keys)
+	} else {
+		args := make([]any, len(keys))
+		for i, k := range keys {
+			args[i] = k
+		}
+		q := cols + ` WHERE "key" IN (` + placeholders(len(keys), 1) + `)`
+		if p.d.driver == "mysql" {
+			q = strings.ReplaceAll(q, `"key"`, "`key`")
+		}
+		rows, err = p.d.db.QueryContext(ctx, q, args...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]record, len(keys))
+	for rows.Next() {
+		var r record
+		var token, us int64
+		var exp expiry
+		if err := rows.Scan(&r.Key, &r.Holder, &token, &exp, &r.Value, &us); err != nil {
+			return nil, err
+		}
+		r.Token, r.Expires, r.remaining = uint64(token), exp.t, time.Duration(us)*time.Microsecond
+		out[r.Key] = r
+	}
+	return out, rows.Err()
+}
+
+// RenewMany renews many leases in one statement per 1000: PostgreSQL takes
+// them as arrays (unnest), SQLite as a VALUES list, MySQL as a derived table
+// joined in one UPDATE, read back in the same transaction.
 func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(leases))
 	errs := make([]error, len(leases))
-	all := func(err error) ([]providers.Lease, []error) {
-		for i := range errs {
-			errs[i] = fmt.Errorf("sql: renew %q: %w", leases[i].Key, err)
-		}
-		return out, errs
-	}
-	for _, l := range leases {
-		if err := checkLease(l.Key, l.Holder, l.TTL); err != nil {
-			return all(err)
-		}
-		if err := providers.CheckValue(l.Value); err != nil {
-			return all(err)
-		}
-	}
-	if p.d.driver == "mysql" {
-		for i, l := range leases {
-			out[i], errs[i] = p.Renew(ctx, l)
-		}
-		return out, errs
-	}
-	if err := p.ensure(ctx); err != nil {
-		return all(err)
+	if err := p.checkMany(ctx, leases, true); err != nil {
+		return out, fill(errs, leases, "renew", err)
 	}
 	expires := map[string]time.Time{}
-	size := len(leases)
-	if p.d.driver == "sqlite" {
-		size = sqliteBatch
-	}
-	for start := 0; start < len(leases); start += size {
-		chunk := leases[start:min(start+size, len(leases))]
+	for start := 0; start < len(leases); start += batchRows {
+		chunk := leases[start:min(start+batchRows, len(leases))]
 		if err := p.renewChunk(ctx, chunk, expires); err != nil {
-			return all(err)
+			return out, fill(errs, leases, "renew", err)
 		}
 	}
 	for i, l := range leases {
@@ -66,9 +293,36 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 	return out, errs
 }
 
+// checkMany validates a batch of leases (values too when withValue) and
+// creates the table if need be.
+func (p *Provider) checkMany(ctx context.Context, leases []providers.Lease, withTTL bool) error {
+	for _, l := range leases {
+		ttl := l.TTL
+		if !withTTL {
+			ttl = time.Second
+		}
+		if err := checkLease(l.Key, l.Holder, ttl); err != nil {
+			return err
+		}
+		if err := providers.CheckValue(l.Value); err != nil {
+			return err
+		}
+	}
+	return p.ensure(ctx)
+}
+
+// fill sets every error of a batch to err, a failure of the whole request.
+func fill(errs []error, leases []providers.Lease, op string, err error) []error {
+	for i := range errs {
+		errs[i] = fmt.Errorf("sql: %s %q: %w", op, leases[i].Key, err)
+	}
+	return errs
+}
+
 // renewChunk runs one statement and records the expiry of every row it
 // renewed (a lease whose holder or token no longer match is not returned).
 func (p *Provider) renewChunk(ctx context.Context, leases []providers.Lease, expires map[string]time.Time) error {
+	t := p.d.table
 	var query string
 	var args []any
 	switch p.d.driver {
@@ -79,20 +333,21 @@ func (p *Provider) renewChunk(ctx context.Context, leases []providers.Lease, exp
 			keys[i], holders[i], values[i] = l.Key, l.Holder, l.Value
 			tokens[i], ttls[i] = int64(l.Token), float64(l.TTL.Milliseconds())
 		}
-		query = `UPDATE ` + p.d.table + ` AS l SET expires_at = now() + v.ttl * interval '1 millisecond', value = v.value
+		query = `UPDATE ` + t + ` AS l SET expires_at = now() + v.ttl * interval '1 millisecond', value = v.value
 			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::float8[], $5::text[]) AS v(k, holder, token, ttl, value)
 			WHERE l."key" = v.k AND l.holder = v.holder AND l.token = v.token
 			RETURNING l."key", l.expires_at`
 		args = []any{keys, holders, tokens, ttls, values}
 	case "sqlite":
-		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(leases)), ", ")
-		query = `WITH v(k, holder, token, ttl, value) AS (VALUES ` + rows + `)
-			UPDATE ` + p.d.table + ` SET expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + v.ttl, value = v.value
-			FROM v WHERE ` + p.d.table + `."key" = v.k AND ` + p.d.table + `.holder = v.holder AND ` + p.d.table + `.token = v.token
+		query = `WITH v(k, holder, token, ttl, value) AS (VALUES ` + placeholders(len(leases), 5) + `)
+			UPDATE ` + t + ` SET expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + v.ttl, value = v.value
+			FROM v WHERE ` + t + `."key" = v.k AND ` + t + `.holder = v.holder AND ` + t + `.token = v.token
 			RETURNING "key", expires_at`
 		for _, l := range leases {
 			args = append(args, l.Key, l.Holder, int64(l.Token), l.TTL.Milliseconds(), l.Value)
 		}
+	case "mysql":
+		return p.renewMySQL(ctx, leases, expires)
 	}
 	rows, err := p.d.db.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -110,4 +365,200 @@ func (p *Provider) renewChunk(ctx context.Context, leases []providers.Lease, exp
 	return rows.Err()
 }
 
-var _ providers.BatchRenewer = (*Provider)(nil)
+// renewMySQL renews with one UPDATE ... JOIN and reads back, in the same
+// transaction, the rows whose holder and token match: exactly those renewed,
+// as a (holder, token) pair that did not match cannot come to match (tokens
+// only grow) and those that did are locked by the UPDATE.
+func (p *Provider) renewMySQL(ctx context.Context, leases []providers.Lease, expires map[string]time.Time) error {
+	t := p.d.table
+	keys := make([]any, len(leases))
+	v := make([]any, 0, 5*len(leases))
+	for i, l := range leases {
+		keys[i] = l.Key
+		v = append(v, l.Key, l.Holder, int64(l.Token), p.d.ttlArg(l.TTL), l.Value)
+	}
+	tx, err := p.d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.ExecContext(ctx, "UPDATE "+t+" AS l JOIN ("+unionRows(len(leases), "k", "holder", "token", "ttl", "value")+") AS v"+
+		" ON l.`key` = v.k AND l.holder = v.holder AND l.token = v.token"+
+		" SET l.expires_at = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL v.ttl MICROSECOND), l.value = v.value", v...); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT `key`, holder, token, expires_at FROM "+t+" WHERE `key` IN ("+placeholders(len(leases), 1)+")", keys...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type term struct {
+		holder string
+		token  uint64
+	}
+	asked := make(map[string]term, len(leases))
+	for _, l := range leases {
+		asked[l.Key] = term{l.Holder, l.Token}
+	}
+	for rows.Next() {
+		var key, holder string
+		var token int64
+		var exp expiry
+		if err := rows.Scan(&key, &holder, &token, &exp); err != nil {
+			return err
+		}
+		if asked[key] == (term{holder, uint64(token)}) {
+			expires[key] = exp.t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ReleaseMany releases many leases in one statement per 1000 (MySQL: a
+// locking read and one UPDATE ... JOIN in one transaction); PostgreSQL
+// notifies each released key.
+func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
+	errs := make([]error, len(leases))
+	if err := p.checkMany(ctx, leases, false); err != nil {
+		return fill(errs, leases, "release", err)
+	}
+	released := map[string]bool{}
+	for start := 0; start < len(leases); start += batchRows {
+		chunk := leases[start:min(start+batchRows, len(leases))]
+		if err := p.releaseChunk(ctx, chunk, released); err != nil {
+			return fill(errs, leases, "release", err)
+		}
+	}
+	for i, l := range leases {
+		if !released[l.Key] {
+			errs[i] = lost(l)
+		}
+	}
+	return errs
+}
+
+func (p *Provider) releaseChunk(ctx context.Context, leases []providers.Lease, released map[string]bool) error {
+	t := p.d.table
+	var query string
+	var args []any
+	switch p.d.driver {
+	case "postgres":
+		keys, holders, values := make([]string, len(leases)), make([]string, len(leases)), make([]string, len(leases))
+		tokens := make([]int64, len(leases))
+		for i, l := range leases {
+			keys[i], holders[i], values[i], tokens[i] = l.Key, l.Holder, l.Value, int64(l.Token)
+		}
+		query = `WITH r AS (UPDATE ` + t + ` AS l SET holder = '', expires_at = now(), value = v.value
+			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS v(k, holder, token, value)
+			WHERE l."key" = v.k AND l.holder = v.holder AND l.token = v.token
+			RETURNING l."key")
+			SELECT "key", pg_notify($5, "key")::text FROM r`
+		args = []any{keys, holders, tokens, values, p.channel}
+	case "sqlite":
+		query = `WITH v(k, holder, token, value) AS (VALUES ` + placeholders(len(leases), 4) + `)
+			UPDATE ` + t + ` SET holder = '', expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER), value = v.value
+			FROM v WHERE ` + t + `."key" = v.k AND ` + t + `.holder = v.holder AND ` + t + `.token = v.token
+			RETURNING "key", NULL`
+		for _, l := range leases {
+			args = append(args, l.Key, l.Holder, int64(l.Token), l.Value)
+		}
+	case "mysql":
+		return p.releaseMySQL(ctx, leases, released)
+	}
+	rows, err := p.d.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key, new(dbsql.NullString)); err != nil {
+			return err
+		}
+		released[key] = true
+	}
+	return rows.Err()
+}
+
+// releaseMySQL locks the rows, keeps those whose holder and token match and
+// releases them with one UPDATE ... JOIN, in one transaction.
+func (p *Provider) releaseMySQL(ctx context.Context, leases []providers.Lease, released map[string]bool) error {
+	t := p.d.table
+	keys := make([]any, len(leases))
+	for i, l := range leases {
+		keys[i] = l.Key
+	}
+	tx, err := p.d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	rows, err := tx.QueryContext(ctx, "SELECT `key`, holder, token FROM "+t+" WHERE `key` IN ("+placeholders(len(leases), 1)+") FOR UPDATE", keys...)
+	if err != nil {
+		return err
+	}
+	type term struct {
+		holder string
+		token  uint64
+	}
+	cur := map[string]term{}
+	for rows.Next() {
+		var key, holder string
+		var token int64
+		if err := rows.Scan(&key, &holder, &token); err != nil {
+			rows.Close()
+			return err
+		}
+		cur[key] = term{holder, uint64(token)}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var v []any
+	var mine []string
+	for _, l := range leases {
+		if c, ok := cur[l.Key]; ok && c == (term{l.Holder, l.Token}) && l.Holder != "" {
+			v = append(v, l.Key, l.Value)
+			mine = append(mine, l.Key)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+t+" AS l JOIN ("+unionRows(len(mine), "k", "value")+") AS v ON l.`key` = v.k"+
+		" SET l.holder = '', l.expires_at = UTC_TIMESTAMP(6), l.value = v.value", v...); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, k := range mine {
+		released[k] = true
+	}
+	return nil
+}
+
+// placeholders is n rows of cols "?" each: "(?, ?), (?, ?)" (one column:
+// "?, ?", for IN lists).
+func placeholders(n, cols int) string {
+	if cols == 1 {
+		return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+	}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+// unionRows is a MySQL derived table of n rows of the named columns, all
+// placeholders: "SELECT ? AS k, ? AS v UNION ALL SELECT ?, ?".
+func unionRows(n int, names ...string) string {
+	first := make([]string, len(names))
+	for i, name := range names {
+		first[i] = "? AS " + name
+	}
+	rest := " UNION ALL SELECT " + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ")
+	return "SELECT " + strings.Join(first, ", ") + strings.Repeat(rest, n-1)
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
 )
@@ -24,6 +25,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // Placeholders are "?" everywhere and rebound to $n for postgres.
 type queries struct {
 	create string
+	extra  []string // run after create: SQLite's release log
 	probe  string
 	// upsert acquires in one statement (INSERT ... ON CONFLICT DO UPDATE
 	// WHERE free-or-expired-or-mine RETURNING token, expires_at, value);
@@ -33,7 +35,7 @@ type queries struct {
 	// then insertFree (args key) when the row is missing.
 	update     string
 	insertFree string
-	selectRow  string // args key → holder, token, expires_at, value, expired(0|1)
+	selectRow  string // args key → holder, token, expires_at, value, remaining (µs, ≤ 0 when expired)
 	renew      string // args ttl, value, key, holder, token (+RETURNING expires_at unless mysql)
 	selectExp  string // mysql: args key → expires_at
 	release    string // args value, key, holder, token (postgres: + channel first)
@@ -50,6 +52,9 @@ type dialect struct {
 	// retryable reports errors after which the whole operation may be retried
 	// (MySQL deadlocks on concurrent first inserts).
 	retryable func(error) bool
+	// remaining is the database's "how long until expires_at" in
+	// microseconds, by its own clock (never compared with the agent's).
+	remaining string
 }
 
 func ms(d time.Duration) any { return d.Milliseconds() }
@@ -72,12 +77,14 @@ func newDialect(s Settings) (*dialect, error) {
 		d.db = db
 		d.table = `"` + table + `"`
 		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
-		d.q = standardQueries(`"`+table+`"`, now, now+` + ?`, `
+		d.remaining = `(expires_at - ` + now + `) * 1000`
+		d.q = standardQueries(`"`+table+`"`, now, d.remaining, now+` + ?`, `
 			"key"      TEXT    NOT NULL PRIMARY KEY,
 			holder     TEXT    NOT NULL DEFAULT '',
 			token      INTEGER NOT NULL DEFAULT 0,
 			expires_at INTEGER NOT NULL, -- unix milliseconds, host clock
 			value      TEXT    NOT NULL DEFAULT ''`, "")
+		d.q.extra = sqliteReleaseLog(table)
 	case "postgres":
 		cfg, err := pgx.ParseConfig(s.DSN)
 		if err != nil {
@@ -87,7 +94,12 @@ func newDialect(s Settings) (*dialect, error) {
 		d.table = pgx.Identifier{table}.Sanitize()
 		d.db = stdlib.OpenDB(*cfg.Copy())
 		d.ttlArg = func(t time.Duration) any { return float64(t.Milliseconds()) }
-		q := standardQueries(pgx.Identifier{table}.Sanitize(), `now()`, `(now() + ?::float8 * interval '1 millisecond')`, `
+		d.remaining = `(EXTRACT(EPOCH FROM (expires_at - now())) * 1000000)::bigint`
+		d.retryable = func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") // deadlock, serialization
+		}
+		q := standardQueries(pgx.Identifier{table}.Sanitize(), `now()`, d.remaining, `(now() + ?::float8 * interval '1 millisecond')`, `
 			"key"      varchar(255) NOT NULL PRIMARY KEY,
 			holder     varchar(255) NOT NULL DEFAULT '',
 			token      bigint       NOT NULL DEFAULT 0,
@@ -123,9 +135,10 @@ func newDialect(s Settings) (*dialect, error) {
 		d.table = t
 		now := `UTC_TIMESTAMP(6)`
 		plus := `DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)`
+		d.remaining = `TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)`
 		// VARBINARY: byte-exact keys and holders (the default collations
 		// ignore case and trailing spaces).
-		d.q = standardQueries(t, now, plus, "\n\t\t\t`key`      VARBINARY(255) NOT NULL PRIMARY KEY,\n"+
+		d.q = standardQueries(t, now, d.remaining, plus, "\n\t\t\t`key`      VARBINARY(255) NOT NULL PRIMARY KEY,\n"+
 			"\t\t\t`holder`     VARBINARY(255) NOT NULL DEFAULT '',\n"+
 			"\t\t\t`token`      BIGINT         NOT NULL DEFAULT 0,\n"+
 			"\t\t\t`expires_at` DATETIME(6)    NOT NULL, -- UTC\n"+
@@ -145,9 +158,10 @@ func newDialect(s Settings) (*dialect, error) {
 }
 
 // standardQueries builds the statements shared by postgres and sqlite (and
-// the parts mysql keeps): t is the quoted table, now the database's clock
-// and plus "now + ?" with the ttl as its one argument.
-func standardQueries(t, now, plus, columns, suffix string) queries {
+// the parts mysql keeps): t is the quoted table, now the database's clock,
+// remaining the microseconds until expires_at by that clock and plus
+// "now + ?" with the ttl as its one argument.
+func standardQueries(t, now, remaining, plus, columns, suffix string) queries {
 	return queries{
 		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (` + columns + "\n\t\t)" + suffix,
 		probe:  `SELECT 1 FROM ` + t + ` WHERE 1 = 0`,
@@ -155,10 +169,9 @@ func standardQueries(t, now, plus, columns, suffix string) queries {
 			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
 			WHERE l.holder = '' OR l.expires_at <= ` + now + ` OR l.holder = excluded.holder
 			RETURNING token, expires_at, value`,
-		selectRow: `SELECT holder, token, expires_at, value, CASE WHEN expires_at <= ` + now + ` THEN 1 ELSE 0 END
-			FROM ` + t + ` WHERE "key" = ?`,
-		renew:   `UPDATE ` + t + ` SET expires_at = ` + plus + `, value = ? WHERE "key" = ? AND holder = ? AND token = ? RETURNING expires_at`,
-		release: `UPDATE ` + t + ` SET holder = '', expires_at = ` + now + `, value = ? WHERE "key" = ? AND holder = ? AND token = ?`,
+		selectRow: `SELECT holder, token, expires_at, value, ` + remaining + ` FROM ` + t + ` WHERE "key" = ?`,
+		renew:     `UPDATE ` + t + ` SET expires_at = ` + plus + `, value = ? WHERE "key" = ? AND holder = ? AND token = ? RETURNING expires_at`,
+		release:   `UPDATE ` + t + ` SET holder = '', expires_at = ` + now + `, value = ? WHERE "key" = ? AND holder = ? AND token = ?`,
 	}
 }
 

@@ -6,10 +6,20 @@
 // Every operation is one atomic statement (or one short transaction on MySQL)
 // and every expiry is judged by the database's clock, never the agent's.
 //
-// PostgreSQL also implements providers.Watcher with LISTEN/NOTIFY on channel
-// electd_<table>: Release and Acquire notify, so a waiting candidate takes over
-// in milliseconds. MySQL and SQLite have no notification mechanism; they do not
-// implement Watcher and candidates poll every retry_every.
+// Batches: AcquireMany, RenewMany and ReleaseMany take up to 1000 leases per
+// statement (PostgreSQL arrays with unnest, SQLite a VALUES list, MySQL a
+// derived table joined in one UPDATE inside one short transaction). A
+// refused Acquire says how long the holder's term has left by the
+// database's clock (HeldError.Remaining), so a candidate tries again the
+// moment it ends.
+//
+// Notifications (providers.Notifier): PostgreSQL uses LISTEN/NOTIFY on channel
+// electd_<table> (Acquire and Release notify), so a waiting candidate takes
+// over in milliseconds. SQLite logs every release in <table>_released (a
+// trigger) and watches the database file (inotify): a release by one process
+// wakes the candidates of the others on the same host. MySQL has no
+// notification mechanism: its candidates wait for the term's end or poll
+// every retry_every.
 //
 // SQLite: several processes on one host may share one file; the provider sets
 // WAL journal mode, a 5 s busy_timeout and BEGIN IMMEDIATE transactions. Its

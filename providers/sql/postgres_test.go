@@ -10,7 +10,7 @@ import (
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
-func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w providers.Watcher) {
+func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w providers.Notifier) {
 	t.Helper()
 	s = reach(t, "postgres", "pgx", "ELECTD_TEST_POSTGRES_DSN", defaultPostgresDSN)
 	table = randomTable()
@@ -18,9 +18,9 @@ func pgPair(t *testing.T) (s *server, table string, a, b providers.Provider, w p
 	settings := sqlprovider.Settings{Driver: "postgres", DSN: s.dsn, Table: table}
 	a, b = open(t, settings), open(t, settings)
 	t.Cleanup(func() { a.Close(); b.Close() })
-	w, ok := b.(providers.Watcher)
+	w, ok := b.(providers.Notifier)
 	if !ok {
-		t.Fatal("postgres provider does not implement providers.Watcher")
+		t.Fatal("postgres provider does not implement providers.Notifier")
 	}
 	ctx := context.Background()
 	if _, err := a.Observe(ctx, "warm-up"); err != nil {
@@ -42,16 +42,21 @@ func TestPostgresHandover(t *testing.T) {
 	providertest.Handover(t, a, b, providertest.HandoverOptions{Target: 100 * time.Millisecond})
 }
 
-// TestPostgresWatchReconnect kills the listening connection: the watcher gets
-// a hint once the listener is back (notifications may have been lost) and
-// notifications flow again.
-func TestPostgresWatchReconnect(t *testing.T) {
+// TestPostgresNotifyReconnect kills the listening connection: the
+// subscriber hears "every key may have changed" once the listener is back
+// (notifications may have been lost) and notifications flow again.
+func TestPostgresNotifyReconnect(t *testing.T) {
 	t.Parallel()
 	s, table, a, _, w := pgPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ch, err := w.Watch(ctx, "job")
-	if err != nil {
+	ch := make(chan string, 16)
+	if err := w.Notify(ctx, func(key string) {
+		select {
+		case ch <- key:
+		default:
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`,
@@ -63,7 +68,10 @@ func TestPostgresWatchReconnect(t *testing.T) {
 		t.Fatalf("terminated %d listening backends, want 1", n)
 	}
 	select {
-	case <-ch:
+	case key := <-ch:
+		if key != "" {
+			t.Errorf("after a reconnect: changed(%q), want changed(\"\") (every key)", key)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no hint within 5s after the listening connection was killed")
 	}
@@ -77,23 +85,28 @@ func TestPostgresWatchReconnect(t *testing.T) {
 	if err := a.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-ch:
-	case <-time.After(time.Second):
-		t.Fatal("no notification after the listener reconnected")
+	for {
+		select {
+		case key := <-ch:
+			if key == "job" {
+				return
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no notification of job after the listener reconnected")
+		}
 	}
 }
 
-// TestPostgresWatchDown: Watch against a server that is down fails instead
-// of returning a channel that will never fire.
-func TestPostgresWatchDown(t *testing.T) {
+// TestPostgresNotifyDown: Notify against a server that is down fails
+// instead of subscribing to something that will never fire.
+func TestPostgresNotifyDown(t *testing.T) {
 	t.Parallel()
 	p := open(t, sqlprovider.Settings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := p.(providers.Watcher).Watch(ctx, "job"); err == nil {
-		t.Fatal("Watch against a server that is down succeeded")
+	if err := p.(providers.Notifier).Notify(ctx, func(string) {}); err == nil {
+		t.Fatal("Notify against a server that is down succeeded")
 	} else {
 		t.Log(err)
 	}

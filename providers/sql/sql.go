@@ -21,7 +21,7 @@ const acquireAttempts = 5
 var (
 	_ providers.Provider = (*Provider)(nil)
 	_ providers.Provider = (*NotifyingProvider)(nil)
-	_ providers.Watcher  = (*NotifyingProvider)(nil)
+	_ providers.Notifier = (*NotifyingProvider)(nil)
 )
 
 // Provider is a lease store on one table of one SQL database.
@@ -38,8 +38,8 @@ type Provider struct {
 }
 
 // New opens the store described by s. It does no I/O: the table is created
-// by the first operation. The result is a *Provider for sqlite and mysql and
-// a *NotifyingProvider (a Watcher) for postgres.
+// by the first operation. The result is a *NotifyingProvider (a Notifier)
+// for postgres and for a SQLite file, a *Provider otherwise.
 func New(ctx context.Context, s Settings, log hclog.Logger) (providers.Provider, error) {
 	_ = ctx // kept for symmetry with the other providers' constructors
 	if log == nil {
@@ -50,18 +50,21 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (providers.Provider,
 		return nil, err
 	}
 	p := &Provider{d: d, log: log.Named("sql").With("driver", s.Driver)}
-	if d.pg == nil {
-		return p, nil
-	}
 	table := s.Table
 	if table == "" {
 		table = DefaultTable
 	}
-	p.channel = "electd_" + table
-	return &NotifyingProvider{Provider: p, l: newListener(d.pg, p.channel, p.log)}, nil
+	switch {
+	case d.pg != nil:
+		p.channel = "electd_" + table
+		return &NotifyingProvider{Provider: p, l: newListener(d.pg, p.channel, p.log)}, nil
+	case s.Driver == "sqlite" && sqlitePath(s.DSN) != "":
+		return &NotifyingProvider{Provider: p, l: newFileWatch(p, sqlitePath(s.DSN), table)}, nil
+	}
+	return p, nil
 }
 
-// ensure creates the table once per Provider. Several clients may race to
+// ensure creates the table (and SQLite's release log) once per Provider. Several clients may race to
 // create it (postgres can then fail on its catalog); the table existing
 // afterwards is what counts.
 func (p *Provider) ensure(ctx context.Context) error {
@@ -82,11 +85,15 @@ func (p *Provider) ensure(ctx context.Context) error {
 				return fmt.Errorf("create table: %w", ctx.Err())
 			}
 		}
-		if _, err = p.d.db.ExecContext(ctx, p.d.q.create); err == nil {
-			break
+		if _, err = p.d.db.ExecContext(ctx, p.d.q.create); err != nil {
+			if _, perr := p.d.db.ExecContext(ctx, p.d.q.probe); perr == nil {
+				err = nil // another client created it
+			}
 		}
-		if _, perr := p.d.db.ExecContext(ctx, p.d.q.probe); perr == nil {
-			err = nil
+		if err == nil {
+			err = p.execAll(ctx, p.d.q.extra)
+		}
+		if err == nil {
 			break
 		}
 	}
@@ -94,6 +101,16 @@ func (p *Provider) ensure(ctx context.Context) error {
 		return fmt.Errorf("create table: %w", err)
 	}
 	p.ensured = true
+	return nil
+}
+
+// execAll runs statements in order.
+func (p *Provider) execAll(ctx context.Context, stmts []string) error {
+	for _, q := range stmts {
+		if _, err := p.d.db.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -134,12 +151,12 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		}
 		// Not won: read who holds it. Free or expired means it changed
 		// hands between the two statements; try again.
-		cur, expired, found, err := p.observe(ctx, key)
+		cur, remaining, found, err := p.observe(ctx, key)
 		if err != nil {
 			return providers.Lease{}, err
 		}
-		if found && cur.Holder != "" && !expired {
-			return providers.Lease{}, &providers.HeldError{Key: key, Holder: cur.Holder, Token: cur.Token, Expires: cur.Expires}
+		if found && cur.Holder != "" && remaining > 0 {
+			return providers.Lease{}, held(cur, remaining)
 		}
 		lastErr = errors.New("lease changed hands during acquire")
 	}
@@ -321,31 +338,36 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 	if err := p.ensure(ctx); err != nil {
 		return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
 	}
-	l, expired, _, err := p.observe(ctx, key)
+	l, remaining, _, err := p.observe(ctx, key)
 	if err != nil {
 		return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
 	}
-	if expired {
+	if remaining <= 0 {
 		l.Holder = ""
 	}
 	return l, nil
 }
 
-// observe reads the raw record; found is false for a key never acquired.
-func (p *Provider) observe(ctx context.Context, key string) (l providers.Lease, expired, found bool, err error) {
+// observe reads the raw record and how long its term has left by the
+// database's clock (≤ 0: expired); found is false for a key never acquired.
+func (p *Provider) observe(ctx context.Context, key string) (l providers.Lease, remaining time.Duration, found bool, err error) {
 	l.Key = key
-	var token int64
+	var token, us int64
 	var exp expiry
-	var isExpired int
-	err = p.d.db.QueryRowContext(ctx, p.d.q.selectRow, key).Scan(&l.Holder, &token, &exp, &l.Value, &isExpired)
+	err = p.d.db.QueryRowContext(ctx, p.d.q.selectRow, key).Scan(&l.Holder, &token, &exp, &l.Value, &us)
 	if errors.Is(err, dbsql.ErrNoRows) {
-		return l, false, false, nil
+		return l, 0, false, nil
 	}
 	if err != nil {
-		return providers.Lease{Key: key}, false, false, err
+		return providers.Lease{Key: key}, 0, false, err
 	}
 	l.Token, l.Expires = uint64(token), exp.t
-	return l, isExpired == 1, true, nil
+	return l, time.Duration(us) * time.Microsecond, true, nil
+}
+
+// held is the *HeldError for a record found held with remaining left.
+func held(cur providers.Lease, remaining time.Duration) error {
+	return &providers.HeldError{Key: cur.Key, Holder: cur.Holder, Token: cur.Token, Expires: cur.Expires, Remaining: remaining}
 }
 
 // Close closes the connection pool. It is safe to call more than once.

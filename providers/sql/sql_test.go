@@ -103,7 +103,8 @@ func TestSQLite(t *testing.T) {
 		Unreachable: func(t *testing.T) providers.Provider {
 			return open(t, sqlprovider.Settings{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "missing", "leases.db")})
 		},
-		Watcher: false,
+		Notifier: true, // releases, through a file watch on the database
+
 	})
 }
 
@@ -114,7 +115,7 @@ func TestPostgres(t *testing.T) {
 		Unreachable: func(t *testing.T) providers.Provider {
 			return open(t, sqlprovider.Settings{Driver: "postgres", DSN: "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"})
 		},
-		Watcher: true,
+		Notifier: true,
 	})
 }
 
@@ -125,7 +126,7 @@ func TestMySQL(t *testing.T) {
 		Unreachable: func(t *testing.T) providers.Provider {
 			return open(t, sqlprovider.Settings{Driver: "mysql", DSN: "root@tcp(127.0.0.1:1)/test?timeout=2s"})
 		},
-		Watcher: false,
+		Notifier: false,
 	})
 }
 

@@ -12,25 +12,39 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// NotifyingProvider is the postgres Provider: it also implements
-// providers.Watcher with one LISTEN connection shared by all watchers.
+// NotifyingProvider is the Provider of postgres and of a SQLite file: it
+// also implements providers.Notifier, with one LISTEN connection (postgres)
+// or one file watch (SQLite) shared by all subscribers.
 type NotifyingProvider struct {
 	*Provider
-	l *listener
+	l source
 }
 
-// Watch returns a channel that receives a hint whenever key may have changed
-// hands (every Acquire and Release sends NOTIFY electd_<table>, '<key>'), and
-// after the listening connection was re-established (notifications may have
-// been missed meanwhile). It returns once the shared listener is listening;
-// it returns an error when the listener's latest connection attempt failed
-// (the store is down: the caller polls instead) or ctx ends first.
-func (n *NotifyingProvider) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	ch, err := n.l.watch(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("sql: watch %q: %w", key, err)
+// source is where notifications come from: a listener or a fileWatch.
+type source interface {
+	subscribe(ctx context.Context, changed func(key string)) error
+	close()
+}
+
+// Notify calls changed(key) whenever key may have changed hands, and
+// changed("") when notifications may have been missed (every key may have
+// changed). It returns once notifications flow, or with an error when they
+// cannot (the caller polls instead) or ctx ends first.
+//
+// PostgreSQL: every Acquire and Release sends NOTIFY electd_<table>, '<key>';
+// changed("") follows a reconnect of the listening connection; the error
+// says the latest connection attempt failed.
+//
+// SQLite: every release is logged by a trigger in <table>_released and a
+// file watch (inotify) on the database's directory reads the log when the
+// database is written, so a release by any process on this host wakes the
+// candidates of every other; expiries are not notified (candidates wait
+// for the term's end by the database clock).
+func (n *NotifyingProvider) Notify(ctx context.Context, changed func(key string)) error {
+	if err := n.l.subscribe(ctx, changed); err != nil {
+		return fmt.Errorf("sql: notify: %w", err)
 	}
-	return ch, nil
+	return nil
 }
 
 // Close stops the listener and closes the connection pool.
@@ -39,8 +53,8 @@ func (n *NotifyingProvider) Close() error {
 	return n.Provider.Close()
 }
 
-// listener owns the LISTEN connection; it starts with the first Watch and
-// reconnects with backoff until Close.
+// listener owns the LISTEN connection; it starts with the first subscriber
+// and reconnects with backoff until Close.
 type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string
@@ -52,7 +66,7 @@ type listener struct {
 	done      chan struct{}
 
 	mu        sync.Mutex
-	subs      map[string]map[chan struct{}]struct{}
+	subs      map[*func(string)]struct{}
 	connected bool
 	lastErr   error
 	changed   chan struct{} // closed and replaced on every connect or failed connect
@@ -63,22 +77,24 @@ func newListener(cfg *pgx.ConnConfig, channel string, log hclog.Logger) *listene
 	return &listener{
 		cfg: cfg, channel: channel, log: log.Named("listen"),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		subs: map[string]map[chan struct{}]struct{}{}, changed: make(chan struct{}),
+		subs: map[*func(string)]struct{}{}, changed: make(chan struct{}),
 	}
 }
 
-func (l *listener) watch(ctx context.Context, key string) (<-chan struct{}, error) {
+func (l *listener) subscribe(ctx context.Context, fn func(string)) error {
 	if l.ctx.Err() != nil {
-		return nil, errors.New("provider closed")
+		return errors.New("provider closed")
 	}
 	l.startOnce.Do(func() { go l.run() })
-	ch := make(chan struct{}, 1)
+	sub := &fn
 	l.mu.Lock()
-	if l.subs[key] == nil {
-		l.subs[key] = map[chan struct{}]struct{}{}
-	}
-	l.subs[key][ch] = struct{}{}
+	l.subs[sub] = struct{}{}
 	l.mu.Unlock()
+	unsubscribe := func() {
+		l.mu.Lock()
+		delete(l.subs, sub)
+		l.mu.Unlock()
+	}
 
 	// Wait for a verdict on the connection: listening, or the latest
 	// attempt failed.
@@ -90,17 +106,17 @@ func (l *listener) watch(ctx context.Context, key string) (<-chan struct{}, erro
 			break
 		}
 		if lastErr != nil {
-			l.unsubscribe(key, ch)
-			return nil, fmt.Errorf("listener not connected: %w", lastErr)
+			unsubscribe()
+			return fmt.Errorf("listener not connected: %w", lastErr)
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			l.unsubscribe(key, ch)
-			return nil, ctx.Err()
+			unsubscribe()
+			return ctx.Err()
 		case <-l.ctx.Done():
-			l.unsubscribe(key, ch)
-			return nil, errors.New("provider closed")
+			unsubscribe()
+			return errors.New("provider closed")
 		}
 	}
 	go func() {
@@ -108,41 +124,18 @@ func (l *listener) watch(ctx context.Context, key string) (<-chan struct{}, erro
 		case <-ctx.Done():
 		case <-l.ctx.Done():
 		}
-		l.unsubscribe(key, ch)
+		unsubscribe()
 	}()
-	return ch, nil
+	return nil
 }
 
-// unsubscribe removes and closes ch; sends happen under the same lock, so
-// nothing is sent on a closed channel.
-func (l *listener) unsubscribe(key string, ch chan struct{}) {
+// notify tells every subscriber that key may have changed hands ("": every
+// key may have). Subscribers do not block.
+func (l *listener) notify(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.subs[key][ch]; !ok {
-		return
-	}
-	delete(l.subs[key], ch)
-	if len(l.subs[key]) == 0 {
-		delete(l.subs, key)
-	}
-	close(ch)
-}
-
-// notify sends a hint, without blocking, to the watchers of key, or of every
-// key when all is true.
-func (l *listener) notify(key string, all bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for k, set := range l.subs {
-		if !all && k != key {
-			continue
-		}
-		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+	for fn := range l.subs {
+		(*fn)(key)
 	}
 }
 
@@ -163,7 +156,7 @@ func (l *listener) run() {
 		conn, err := l.connect()
 		if err == nil {
 			if everConnected {
-				l.notify("", true) // notifications may have been lost while down
+				l.notify("") // notifications may have been lost while down
 			}
 			everConnected = true
 			backoff = minBackoff
@@ -208,7 +201,7 @@ func (l *listener) receive(conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		l.notify(n.Payload, false)
+		l.notify(n.Payload)
 	}
 }
 

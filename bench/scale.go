@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
 )
 
@@ -25,13 +26,13 @@ const settle = 15 * time.Second
 type scaleResult struct {
 	store     string
 	jobs      int
-	tm        timings
+	tm        cluster.Timing
 	window    time.Duration
 	toLead    time.Duration // agent start → every job leading
 	leading   int           // jobs leading when the window began
 	heldAll   int           // jobs leading at both ends of the window with the same token
 	demoted   float64       // electd_transitions_total{type="demoted"} over the window
-	storeOps  float64       // store-side requests (or transactions) per second
+	storeOps  *float64      // store-side requests (or transactions) per second; nil: no counter
 	storeWhat string        // what storeOps counts
 	storeCPU  float64       // store server CPU, cores
 	renewed   float64       // store-side renewals per second
@@ -39,12 +40,15 @@ type scaleResult struct {
 	agentOps  map[string]float64
 	cpu       float64 // agent CPU, cores
 	rss, hwm  int64   // bytes
-	err       error
+	// goroutines is the agent's go_goroutines at the window's end, -1 when
+	// its /metrics has none.
+	goroutines float64
+	err        error
 }
 
-func runScale(ctx context.Context, o *options, st *stores, logf func(string, ...any)) []scaleResult {
+func runScale(ctx context.Context, o *options, st *cluster.Stores, logf func(string, ...any)) []scaleResult {
 	var out []scaleResult
-	tm := timings{ttl: o.scaleTTL, renew: o.scaleRenew, retry: o.scaleRetry}
+	tm := cluster.Timing{TTL: o.scaleTTL, Renew: o.scaleRenew, Retry: o.scaleRetry}
 	for _, store := range strings.Split(o.scaleStores, ",") {
 		for _, js := range strings.Split(o.scaleJobs, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(js))
@@ -74,9 +78,17 @@ type storeCounter struct {
 	renewed     func(ctx context.Context) (float64, error)
 	cpu         func(ctx context.Context) (map[int]float64, error) // CPU seconds by pid
 	close       func()
+	none        bool // no counters: the store runs in the agent (SQLite)
 }
 
-func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, tm timings, logf func(string, ...any)) scaleResult {
+// noCounter is a store without counters of its own.
+func noCounter(what string) storeCounter {
+	zero := func(context.Context) (float64, error) { return 0, nil }
+	return storeCounter{what: what, none: true, count: zero, renewed: zero,
+		cpu: func(context.Context) (map[int]float64, error) { return nil, nil }, close: func() {}}
+}
+
+func scaleOne(ctx context.Context, o *options, st *cluster.Stores, store string, n int, tm cluster.Timing, logf func(string, ...any)) scaleResult {
 	r := scaleResult{store: store, jobs: n, tm: tm, window: o.scaleWindow}
 	dir := filepath.Join(o.work, fmt.Sprintf("scale-%s-%d", store, n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -86,14 +98,17 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 	var block string
 	var sc storeCounter
 	switch store {
+	case "sqlite":
+		block = cluster.SQLBlock("sqlite", filepath.Join(dir, "leases.db"), "")
+		sc = noCounter("none: SQLite runs in the agent's process")
 	case "postgres":
 		dsn, err := benchDatabase(ctx)
 		if err != nil {
 			r.err = err
 			return r
 		}
-		table := "electd_scale_" + randomSuffix()
-		block = sqlBlock("postgres", dsn, table)
+		table := "electd_scale_" + cluster.RandomSuffix()
+		block = cluster.SQLBlock("postgres", dsn, table)
 		sc, err = pgCounter(dsn, table)
 		if err != nil {
 			r.err = err
@@ -101,16 +116,16 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 		}
 	case "etcd":
 		// An etcd of its own: its counters are this agent's alone.
-		e, err := st.newEtcd()
+		endpoint, proc, err := st.NewEtcd()
 		if err != nil {
 			r.err = err
 			return r
 		}
-		defer e.proc.Stop()
-		block = fmt.Sprintf("provider \"etcd\" \"e\" {\n  endpoints = [%q]\n}\n", e.endpoint)
-		sc = etcdCounter("http://"+e.endpoint, e.proc.Pid())
+		defer proc.Stop()
+		block = cluster.EtcdBlock("", []string{endpoint})
+		sc = etcdCounter("http://"+endpoint, proc.Pid())
 	default:
-		r.err = fmt.Errorf("scale: unknown store %q (postgres, etcd)", store)
+		r.err = fmt.Errorf("scale: unknown store %q (sqlite, postgres, etcd)", store)
 		return r
 	}
 	defer sc.close()
@@ -121,40 +136,32 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 		r.err = err
 		return r
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "agent {\n  node_id = \"scale\"\n  listen = %q\n  log_level = \"warn\"\n  shutdown_timeout = \"60s\"\n}\n%s\n",
-		teststore.Addr(port), block)
+	blocks := []string{cluster.AgentBlock("scale", teststore.Addr(port), cluster.Str("log_level", "warn"),
+		cluster.Str("shutdown_timeout", "60s")), block}
 	for i := range n {
-		fmt.Fprintf(&b, "job \"j%05d\" {\n  ttl = %q\n  renew_every = %q\n  retry_every = %q\n}\n", i, tm.ttl, tm.renew, tm.retry)
+		blocks = append(blocks, cluster.LeaseJob(fmt.Sprintf("j%05d", i), tm))
 	}
 	cfg := filepath.Join(dir, "scale.hcl")
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
+	if err := cluster.WriteConfig(cfg, blocks...); err != nil {
 		r.err = err
 		return r
 	}
 	started := time.Now()
-	p, err := startProc("scale", filepath.Join(dir, "agent.log"), nil, o.electd, "run", "-config", cfg)
+	p, err := cluster.StartAgent(o.electd, "scale", cfg, dir, nil, teststore.Addr(port))
 	if err != nil {
 		r.err = err
 		return r
 	}
-	defer func() {
-		termPid(p)
-		select {
-		case <-p.done:
-		case <-time.After(90 * time.Second):
-			crashPid(p)
-		}
-	}()
-	api := "http://" + teststore.Addr(port)
+	defer p.Stop(90 * time.Second)
+	api := "http://" + p.API
 
 	// Wait until every job leads (or give up after o.scaleLeadWithin and
 	// measure what there is).
 	deadline := time.Now().Add(o.scaleLeadWithin)
 	var jobs map[string]jobState
 	for {
-		if p.exited() {
-			r.err = fmt.Errorf("agent exited: %v\n%s", p.err, tail(filepath.Join(dir, "agent.log")))
+		if p.Exited() {
+			r.err = fmt.Errorf("agent exited: %v\n%s", p.Err(), cluster.Tail(p.LogPath, 2000))
 			return r
 		}
 		jobs, err = getJobs(ctx, api)
@@ -166,7 +173,7 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 			logf("scale %s %d: %d of %d jobs leading after %s; measuring anyway", store, n, leadingCount(jobs), n, o.scaleLeadWithin)
 			break
 		}
-		if !sleepCtx(ctx, time.Second) {
+		if !sleepCtx(ctx, 500*time.Millisecond) {
 			r.err = ctx.Err()
 			return r
 		}
@@ -177,7 +184,7 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 	// and 15 s, because an idle PostgreSQL backend publishes its pending
 	// transaction counts up to 10 s late (PGSTAT_IDLE_INTERVAL): without
 	// this the acquisitions would be counted inside the window.
-	sleepCtx(ctx, max(tm.renew, settle))
+	sleepCtx(ctx, max(tm.Renew, settle))
 
 	// Window: counters at both ends.
 	jobs0, err1 := getJobs(ctx, api)
@@ -185,7 +192,7 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 	s0, err3 := sc.count(ctx)
 	rn0, _ := sc.renewed(ctx)
 	scpu0, _ := sc.cpu(ctx)
-	cpu0, err4 := procCPU(p.pid())
+	cpu0, err4 := procCPU(p.Pid())
 	t0 := time.Now()
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		r.err = fmt.Errorf("window start: %w", err)
@@ -207,13 +214,17 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 			scpu += c1 - c0
 		}
 	}
-	cpu1, err4 := procCPU(p.pid())
+	cpu1, err4 := procCPU(p.Pid())
 	secs := time.Since(t0).Seconds()
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		r.err = fmt.Errorf("window end: %w", err)
 		return r
 	}
-	r.rss, r.hwm = procMem(p.pid())
+	r.rss, r.hwm = procMem(p.Pid())
+	r.goroutines = -1
+	if hasMetric(m1, "go_goroutines") {
+		r.goroutines = sumMetric(m1, "go_goroutines")
+	}
 
 	for name, j0 := range jobs0 {
 		j1, ok := jobs1[name]
@@ -222,7 +233,10 @@ func scaleOne(ctx context.Context, o *options, st *stores, store string, n int, 
 		}
 	}
 	r.demoted = sumMetric(m1, "electd_transitions_total", `type="demoted"`) - sumMetric(m0, "electd_transitions_total", `type="demoted"`)
-	r.storeOps = (s1 - s0) / secs
+	if !sc.none {
+		ops := (s1 - s0) / secs
+		r.storeOps = &ops
+	}
 	r.renewed = (rn1 - rn0) / secs
 	r.storeCPU = scpu / secs
 	r.cpu = (cpu1 - cpu0) / secs
@@ -342,6 +356,16 @@ func sumMetric(m metrics, name string, selectors ...string) float64 {
 	return sum
 }
 
+// hasMetric reports whether m has a sample of name.
+func hasMetric(m metrics, name string) bool {
+	for _, line := range m {
+		if rest, ok := strings.CutPrefix(line, name); ok && rest != "" && (rest[0] == '{' || rest[0] == ' ') {
+			return true
+		}
+	}
+	return false
+}
+
 // opLabels lists the op labels of electd_lease_op_seconds_count.
 func opLabels(m metrics) []string {
 	seen := map[string]bool{}
@@ -453,23 +477,20 @@ func pgCounter(dsn, table string) (storeCounter, error) {
 // etcdCounter counts the gRPC requests etcd received: unary calls handled
 // plus messages on streams (LeaseKeepAlive, Watch), from etcd's /metrics.
 func etcdCounter(base string, pid int) storeCounter {
+	metric := func(name string) func(ctx context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) {
+			m, err := getMetrics(ctx, base+"/metrics")
+			if err != nil {
+				return 0, err
+			}
+			return sumMetric(m, name), nil
+		}
+	}
 	return storeCounter{
-		what: "gRPC messages received by etcd (`grpc_server_msg_received_total`: unary calls and stream messages such as LeaseKeepAlive)",
-		count: func(ctx context.Context) (float64, error) {
-			m, err := getMetrics(ctx, base+"/metrics")
-			if err != nil {
-				return 0, err
-			}
-			return sumMetric(m, "grpc_server_msg_received_total"), nil
-		},
+		what:        "gRPC messages received by etcd (`grpc_server_msg_received_total`: unary calls and stream messages such as LeaseKeepAlive)",
+		count:       metric("grpc_server_msg_received_total"),
 		renewedWhat: "leases renewed by the etcd server (`etcd_debugging_lease_renewed_total`)",
-		renewed: func(ctx context.Context) (float64, error) {
-			m, err := getMetrics(ctx, base+"/metrics")
-			if err != nil {
-				return 0, err
-			}
-			return sumMetric(m, "etcd_debugging_lease_renewed_total"), nil
-		},
+		renewed:     metric("etcd_debugging_lease_renewed_total"),
 		cpu: func(ctx context.Context) (map[int]float64, error) {
 			c, err := procCPU(pid)
 			return map[int]float64{pid: c}, err
@@ -480,10 +501,11 @@ func etcdCounter(base string, pid int) storeCounter {
 
 func writeScale(w io.Writer, rs []scaleResult) {
 	t := &table{head: []string{"store", "jobs", "timings", "all leading after", "leases held through the window",
-		"store requests/s", "store-side renewals/s", "agent lease ops/s", "agent CPU", "agent RSS (peak)", "store CPU", "notes"}}
+		"agent RSS holding", "agent peak RSS", "agent CPU", "goroutines", "agent lease ops/s",
+		"store requests/s", "store-side renewals/s", "store CPU", "notes"}}
 	for _, r := range rs {
 		if r.err != nil {
-			t.add(r.store, strconv.Itoa(r.jobs), r.tm.String(), "—", "—", "—", "—", "—", "—", "—", "—", "not measured: "+oneLine(r.err.Error()))
+			t.add(r.store, strconv.Itoa(r.jobs), r.tm.String(), "—", "—", "—", "—", "—", "—", "—", "—", "—", "—", "not measured: "+oneLine(r.err.Error()))
 			continue
 		}
 		lead := "not all within the limit"
@@ -498,21 +520,32 @@ func writeScale(w io.Writer, rs []scaleResult) {
 		if r.demoted > 0 {
 			held += fmt.Sprintf(" (%.0f demotions)", r.demoted)
 		}
+		gor := "missing (no go_goroutines in /metrics)"
+		if r.goroutines >= 0 {
+			gor = fmt.Sprintf("%.0f", r.goroutines)
+		}
+		storeOps, renewed, storeCPU := "—", "—", "—"
+		if r.storeOps != nil {
+			storeOps, renewed, storeCPU = fmt.Sprintf("%.1f", *r.storeOps), fmt.Sprintf("%.0f", r.renewed), fmt.Sprintf("%.0f %%", r.storeCPU*100)
+		}
 		note := fmt.Sprintf("window %s; %d leading at its start", r.window, r.leading)
 		t.add(r.store, strconv.Itoa(r.jobs), r.tm.String(), lead, held,
-			fmt.Sprintf("%.1f", r.storeOps), fmt.Sprintf("%.0f", r.renewed), strings.Join(ops, ", "),
-			fmt.Sprintf("%.0f %%", r.cpu*100), fmt.Sprintf("%d MiB (%d MiB)", r.rss>>20, r.hwm>>20),
-			fmt.Sprintf("%.0f %%", r.storeCPU*100), note)
+			fmt.Sprintf("%d MiB", r.rss>>20), fmt.Sprintf("%d MiB", r.hwm>>20), fmt.Sprintf("%.1f %%", r.cpu*100), gor,
+			strings.Join(ops, ", "), storeOps, renewed, storeCPU, note)
 	}
 	t.write(w)
 	seen := map[string]bool{}
 	for _, r := range rs {
 		if r.storeWhat != "" && !seen[r.store] {
 			seen[r.store] = true
+			if r.renewWhat == "" {
+				fmt.Fprintf(w, "- %s: store-side counters: %s.\n", r.store, r.storeWhat)
+				continue
+			}
 			fmt.Fprintf(w, "- %s: store requests/s = %s; store-side renewals/s = %s.\n", r.store, r.storeWhat, r.renewWhat)
 		}
 	}
-	fmt.Fprintln(w, "- CPU is a percentage of one core (user + system, `/proc/PID/stat`); agent lease ops/s are the agent's own `electd_lease_op_seconds_count` by op.")
+	fmt.Fprintln(w, "- CPU is a percentage of one core (user + system, `/proc/PID/stat`) over the window; RSS is VmRSS at the window's end and peak RSS VmHWM (`/proc/PID/status`); goroutines is the agent's own `go_goroutines` gauge; agent lease ops/s are the agent's own `electd_lease_op_seconds_count` by op.")
 	fmt.Fprintln(w)
 }
 

@@ -4,7 +4,7 @@
 // leader election algorithm, redsync), and one agent holding thousands of
 // leases. It writes markdown tables to stdout and to -out.
 //
-//	go build -o bin/electd ./cmd/electd && go run ./cmd/electd-bench -suites failover -runs 30
+//	go build -o bin/electd ./cmd/electd && go run ./bench -suites failover -runs 30
 //
 // `make bench` does the same with the defaults.
 package main
@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/electd/electd/internal/cluster"
 )
 
 func main() {
@@ -36,7 +38,8 @@ type options struct {
 	suites, providers string
 	runs, slowRuns    int
 	anchorRuns        int
-	tm                timings
+	tm                cluster.Timing
+	crashRetry        []time.Duration
 	azureTTL          time.Duration
 	scaleStores       string
 	scaleJobs         string
@@ -57,13 +60,14 @@ func run(args []string) int {
 	fs.IntVar(&o.runs, "runs", 30, "crash runs and handover runs per provider")
 	fs.IntVar(&o.slowRuns, "slow-runs", 10, "runs where one takes seconds to a quarter minute: azure_blob crash runs (ttl 15 s), the client-go anchor's crash and handover runs")
 	fs.IntVar(&o.anchorRuns, "anchor-runs", 30, "crash and handover runs per fast anchor")
-	fs.DurationVar(&o.tm.ttl, "ttl", 2*time.Second, "failover suite: job ttl (and the anchors' TTL)")
-	fs.DurationVar(&o.tm.renew, "renew", 500*time.Millisecond, "failover suite: renew_every")
-	fs.DurationVar(&o.tm.retry, "retry", 250*time.Millisecond, "failover suite: retry_every")
-	fs.DurationVar(&o.tm.stop, "stop-timeout", 500*time.Millisecond, "failover suite: run.stop_timeout")
+	fs.DurationVar(&o.tm.TTL, "ttl", 2*time.Second, "failover suite: job ttl (and the anchors' TTL)")
+	fs.DurationVar(&o.tm.Renew, "renew", 500*time.Millisecond, "failover suite: renew_every")
+	fs.DurationVar(&o.tm.Retry, "retry", 250*time.Millisecond, "failover suite: retry_every")
+	fs.DurationVar(&o.tm.Stop, "stop-timeout", 500*time.Millisecond, "failover suite: run.stop_timeout")
+	crashRetry := fs.String("crash-retry", "1s", "failover suite: comma-separated retry_every values of extra crash-only series per provider (empty: none)")
 	fs.DurationVar(&o.azureTTL, "azure-ttl", 15*time.Second, "failover suite: ttl on azure_blob (Azure leases are 15-60 s)")
-	fs.StringVar(&o.scaleStores, "scale-stores", "postgres,etcd", "stores of the scale suite")
-	fs.StringVar(&o.scaleJobs, "scale-jobs", "1000,10000", "job counts of the scale suite")
+	fs.StringVar(&o.scaleStores, "scale-stores", "sqlite,postgres,etcd", "stores of the scale suite (sqlite, postgres, etcd)")
+	fs.StringVar(&o.scaleJobs, "scale-jobs", "10000", "comma-separated job counts of the scale suite")
 	fs.DurationVar(&o.scaleTTL, "scale-ttl", 15*time.Second, "scale suite: ttl")
 	fs.DurationVar(&o.scaleRenew, "scale-renew", 4*time.Second, "scale suite: renew_every")
 	fs.DurationVar(&o.scaleRetry, "scale-retry", 2*time.Second, "scale suite: retry_every")
@@ -74,6 +78,17 @@ func run(args []string) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (agent logs, child logs)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	for _, r := range strings.Split(*crashRetry, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		d, err := time.ParseDuration(r)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "electd-bench: -crash-retry: bad duration %q\n", r)
+			return 2
+		}
+		o.crashRetry = append(o.crashRetry, d)
 	}
 	if _, err := os.Stat(o.electd); err != nil {
 		fmt.Fprintf(os.Stderr, "electd-bench: %v (build it: go build -o bin/electd ./cmd/electd)\n", err)
@@ -105,7 +120,7 @@ func run(args []string) int {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "%s %s\n", time.Since(begin).Round(time.Second), fmt.Sprintf(format, a...))
 	}
-	st := newStores(o.work)
+	st := cluster.NewStores(filepath.Join(o.work, "stores"))
 	defer st.Close()
 
 	want := map[string]bool{}
@@ -127,9 +142,10 @@ func run(args []string) int {
 		fo = runFailover(ctx, o, st, logf)
 		sections = append(sections, section{"Failover and handover: three `electd run` agents per provider", loadavg(), time.Since(t0),
 			func(w io.Writer) {
-				fmt.Fprintln(w, "Crash: kill -9 of the leading agent → the next agent's `run` child running. Handover: SIGTERM of the leading agent → the next child running. The killed agent is replaced by a fresh one (new node id) after each run, so three agents contend every time. Percentiles are nearest-rank: with 30 runs p99 is the largest value.")
-				fmt.Fprintln(w)
+				prose(w, "", "Crash: kill -9 of the leading agent → the next agent's `run` child running. Handover: SIGTERM of the leading agent → the next child running. The killed agent is replaced by a fresh one (new node id) after each run, so three agents contend every time. Percentiles are nearest-rank: with 30 runs p99 is the largest value.")
 				writeFailover(w, fo)
+				prose(w, "Crash failover at other retry_every", "kill -9 of the leading agent → the next agent's child running, crash runs only, at the main table's retry_every and at each `-crash-retry` value (the same ttl and renew_every). A waiting candidate finds the expired lease on its next try, up to retry_every × 1.2 after the expiry, so p99 − ttl grows with retry_every.")
+				writeCrashRetry(w, fo)
 			}})
 	}
 	if want["anchors"] && ctx.Err() == nil {
@@ -137,9 +153,10 @@ func run(args []string) int {
 		an := runAnchors(ctx, o, st, fo, logf)
 		sections = append(sections, section{"Anchors, side by side", loadavg(), time.Since(t0),
 			func(w io.Writer) {
-				fmt.Fprintln(w, "Each tool runs as three processes of its own that supervise the same child script as electd's `run` (the etcdctl rows: etcdctl's own exec-command). Crash: kill -9 of the holder process → the next holder's child running. Handover: the tool's graceful release (electd: SIGTERM; etcdctl: SIGTERM to its process group, so its command exits and it unlocks; Election: Resign; redsync: Unlock; client-go: ReleaseOnCancel) → the next child running.")
-				fmt.Fprintln(w)
+				prose(w, "", "Each tool runs as three processes of its own that supervise the same child script as electd's `run` (the etcdctl rows: etcdctl's own exec-command). Crash: kill -9 of the holder process → the next holder's child running. Handover: the tool's graceful release (electd: SIGTERM; etcdctl: SIGTERM to its process group, so its command exits and it unlocks; Election: Resign; redsync: Unlock; client-go: ReleaseOnCancel) → the next child running.")
 				writeAnchors(w, an)
+				prose(w, "Graceful handover, side by side", "The tool's graceful stop or release → the next holder's child running, all measured in this run.")
+				writeHandover(w, fo, an)
 			}})
 	}
 	if want["scale"] && ctx.Err() == nil {
@@ -147,8 +164,7 @@ func run(args []string) int {
 		sc := runScale(ctx, o, st, logf)
 		sections = append(sections, section{"Scale: one agent, many jobs", loadavg(), time.Since(t0),
 			func(w io.Writer) {
-				fmt.Fprintln(w, "One `electd run` with N jobs (no run or task: leadership only). Counters are read at both ends of the window, which starts 15 s (and at least one renew period) after every job leads. \"Held through the window\": leader at both ends with an unchanged token.")
-				fmt.Fprintln(w)
+				prose(w, "", "One `electd run` with N jobs (no run or task: leadership only). \"All leading after\": agent start → every job leader in /v1/jobs (polled every 500 ms). Counters are read at both ends of the window, which starts 15 s (and at least one renew period) after every job leads. \"Held through the window\": leader at both ends with an unchanged token. RSS is read at the window's end, peak RSS is VmHWM (the acquisition burst included), goroutines is the agent's go_goroutines at the window's end.")
 				writeScale(w, sc)
 			}})
 	}
@@ -177,13 +193,21 @@ func run(args []string) int {
 	return 0
 }
 
+// prose writes a paragraph, under a ### title when there is one.
+func prose(w io.Writer, title, text string) {
+	if title != "" {
+		fmt.Fprintf(w, "### %s\n\n", title)
+	}
+	fmt.Fprintf(w, "%s\n\n", text)
+}
+
 // commandLine is how this run was started, to reproduce it.
 func commandLine() string {
 	args := os.Args
 	if len(args) > 0 {
 		// `go run` builds into a temporary directory: name the command instead.
 		if strings.Contains(args[0], "go-build") {
-			args = append([]string{"go run ./cmd/electd-bench"}, args[1:]...)
+			args = append([]string{"go run ./bench"}, args[1:]...)
 		}
 	}
 	return strings.Join(args, " ")

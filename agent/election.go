@@ -1,0 +1,365 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+)
+
+// The life of a term, for one job:
+//
+//	candidate ──Acquire──▶ leader ──Renew every renew_every──▶ leader ...
+//	   ▲  held: try again when the store says the term ends,   │
+//	   │  or when it notifies a release                        │ a reason to stop (below)
+//	   │                                                       ▼
+//	   └───── on_demoted ◀──── Release ◀──── stop the work (stop signal, grace, SIGKILL)
+//
+// Every method here runs on the job's loop (loop.go), which owns the job's
+// fields, its timer and its store requests; a method never blocks. What runs
+// while leading (work.go) asks the loop for steps instead of touching the
+// lease or the term.
+
+// start makes the job a candidate on its loop.
+func (j *job) start() {
+	j.l.jobs[j.spec.Name] = j
+	j.compete()
+}
+
+// compete makes the job a candidate: it tries at once, or at its next slot
+// in lock mode.
+func (j *job) compete() {
+	j.phase = candidate
+	if j.ending != nil {
+		j.finish()
+		return
+	}
+	if j.spec.Mode == config.ModeLock {
+		now := j.l.clock.Now()
+		j.slot = nextSlot(j.spec.Task.Schedule, now)
+		j.wait(j.slot.Sub(now))
+		return
+	}
+	j.attempt()
+}
+
+// wait makes the next attempt after d (sooner on a notification).
+func (j *job) wait(d time.Duration) {
+	j.l.cancel(j.timer)
+	j.timer = j.l.after(d, j.attempt)
+}
+
+// notify is a hint from the store that the lease may have changed hands.
+func (j *job) notify() {
+	switch {
+	case j.phase == asking:
+		j.notified = true
+	case j.phase == candidate && j.spec.Mode != config.ModeLock && !j.l.clock.Now().Before(j.holdOff):
+		j.l.cancel(j.timer)
+		j.attempt()
+	}
+}
+
+func (j *job) attempt() {
+	j.timer, j.notified = nil, false
+	if j.spec.Mode != config.ModeLock && j.l.clock.Now().Before(j.holdOff) {
+		j.observe()
+		return
+	}
+	j.phase = asking
+	sent := j.l.clock.Now()
+	// An answer that comes too late for the term to be of use is abandoned.
+	window := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
+	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder, TTL: j.spec.TTL},
+		timeout: window, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
+}
+
+func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
+	var held *providers.HeldError
+	switch {
+	case err == nil && j.ending != nil:
+		// A term nobody will use: give it back at once.
+		j.phase = stopping
+		j.l.release(releaseOp{lease: lease, timeout: j.releaseTimeout(), done: func(error) { j.finish() }})
+		return
+	case err == nil:
+		j.opDone(nil)
+		j.checkClash("")
+		j.lead(lease, sent)
+		return
+	case errors.As(err, &held):
+		j.opDone(nil)
+		j.follow(held.Holder, held.Token)
+		j.phase = candidate
+		switch {
+		case j.ending != nil:
+			j.finish()
+		case j.spec.Mode == config.ModeLock:
+			j.log.Debug("slot taken by another node", "slot", j.slot.UTC().Format(time.RFC3339))
+			j.compete()
+		case j.notified:
+			j.attempt()
+		case held.Remaining > 0:
+			// The store said when the term ends, by its own clock: try then.
+			j.wait(min(jitter(j.spec.RetryEvery), held.Remaining+time.Millisecond))
+		default:
+			j.wait(jitter(j.spec.RetryEvery))
+		}
+		return
+	}
+	j.opDone(err)
+	j.log.Warn("cannot acquire the lease", "error", err)
+	j.phase = candidate
+	switch {
+	case j.ending != nil:
+		j.finish()
+	case j.spec.Mode == config.ModeLock:
+		j.compete()
+	default:
+		j.wait(jitter(j.spec.RetryEvery))
+	}
+}
+
+// observe learns the current leader without competing (during a hold-off).
+func (j *job) observe() {
+	j.phase = asking
+	j.l.observe(j.spec.Name, j.spec.RetryEvery+j.spec.TTL/2, func(l providers.Lease, err error) {
+		j.phase = candidate
+		if j.ending != nil {
+			j.finish()
+			return
+		}
+		j.opDone(err)
+		if err == nil {
+			j.follow(l.Holder, l.Token)
+		}
+		j.wait(jitter(j.spec.RetryEvery))
+	})
+}
+
+// lead starts a term: on_elected, then the work once its execs are done;
+// renewals meanwhile.
+func (j *job) lead(lease providers.Lease, sent time.Time) {
+	j.phase, j.lease, j.failed, j.began = leading, lease, false, j.l.clock.Now()
+	j.renewing, j.queued = false, nil // an answer for an earlier term may still be on its way
+	j.term = newTerm(sent, j.spec.TTL, j.spec.StopTimeout())
+	prev := j.lastLeader
+	j.known, j.lastLeader = true, j.node
+	j.setLeader(j.node, lease)
+	j.count(config.EventElected)
+	j.log.Info("elected", "token", lease.Token)
+	elected := j.event(config.EventElected, j.node, prev, lease.Token)
+	if j.spec.Run == nil && j.spec.Task == nil {
+		j.hooks.fire(elected, j.spec.OnElected, nil) // leadership only: no work
+	} else {
+		w := &leaderWork{j: j, elected: elected, slot: j.slot}
+		j.work = w
+		j.hooks.fire(elected, j.spec.OnElected, func() { j.l.post(func() { j.onWork(w, w.begin) }) })
+	}
+	if prev != j.node && j.spec.Mode == config.ModeLeader {
+		j.count(config.EventLeaderChange)
+		j.hooks.fire(j.event(config.EventLeaderChange, j.node, prev, lease.Token), j.spec.OnLeaderChange, nil)
+	}
+	j.scheduleRenewal()
+}
+
+func (j *job) scheduleRenewal() {
+	now := j.l.clock.Now()
+	at := j.term.nextRenew(now, j.failed, j.spec.RenewEvery, j.spec.RetryEvery)
+	if !j.failed {
+		at = j.l.align(at, now, j.spec.RenewEvery)
+	}
+	j.l.cancel(j.timer)
+	j.timer = j.l.at(at, func() {
+		j.timer = nil
+		if !j.pastDeadline() {
+			j.renew(renewal{value: j.lease.Value})
+		}
+	})
+}
+
+// pastDeadline steps down when the term's step-down point has passed (a
+// pause, a slow store): the work must be dead, not dying, when the lease
+// can expire.
+func (j *job) pastDeadline() bool {
+	now := j.l.clock.Now()
+	if now.Before(j.term.stopBy) {
+		return false
+	}
+	j.stepDown(fmt.Errorf("%w (last successful renewal sent %s ago)", ErrRenewDeadline,
+		now.Sub(j.term.sent).Round(time.Millisecond)))
+	return true
+}
+
+// renew renews the lease with r.value (a task's slot is recorded so), then
+// calls r.then with nil or a store error. Renewals go one at a time, so an
+// older value never lands after a newer one: a slot asked for while a
+// renewal is in flight waits for it; a timed renewal is dropped, as the
+// answer in flight schedules the next.
+func (j *job) renew(r renewal) {
+	if j.renewing {
+		if r.then != nil {
+			j.queued = &r
+		}
+		return
+	}
+	j.renewing = true
+	sent := j.l.clock.Now()
+	lease := j.lease
+	lease.Value = r.value
+	j.l.renew(renewOp{lease: lease, timeout: j.term.stopBy.Sub(sent), done: func(renewed providers.Lease, err error) {
+		if j.phase != leading || j.lease.Token != lease.Token {
+			return // the term ended meanwhile; its release is under way
+		}
+		j.renewing = false
+		j.renewed(lease, renewed, sent, err, r.then)
+	}})
+}
+
+func (j *job) renewed(sentLease, renewed providers.Lease, sent time.Time, err error, then func(error)) {
+	switch {
+	case err == nil:
+		j.opDone(nil)
+		renewed.Value = sentLease.Value
+		j.lease, j.term, j.failed = renewed, newTerm(sent, j.spec.TTL, j.spec.StopTimeout()), false
+		j.setLeader(j.node, renewed)
+	case errors.Is(err, providers.ErrLost):
+		j.opDone(err)
+		j.stepDown(ErrLeaseLost)
+		return
+	case j.pastDeadline():
+		return
+	default:
+		j.opDone(err)
+		j.failed = true
+		j.log.Warn("renewal failed; retrying", "error", err,
+			"stepping_down_in", j.term.stopBy.Sub(j.l.clock.Now()).Round(time.Millisecond))
+	}
+	if then != nil {
+		then(err)
+	}
+	if j.phase != leading {
+		return
+	}
+	if q := j.queued; q != nil {
+		j.queued = nil
+		j.renew(*q)
+		return
+	}
+	j.scheduleRenewal()
+}
+
+// onWork runs a step of the leader's work (its start, a child's exit, one of
+// its timers) unless the term it belongs to is over; an error is the reason
+// to step down. After a pause, a work event and the deadline can be due
+// together: nothing is acted on for a term that is over.
+func (j *job) onWork(w *leaderWork, step func() error) {
+	if j.work != w || j.phase != leading || j.pastDeadline() {
+		return
+	}
+	if err := step(); err != nil {
+		j.stepDown(err)
+	}
+}
+
+// requestStepDown is the API's step-down: release and hold off for one ttl.
+func (j *job) requestStepDown() error {
+	switch {
+	case j.spec.Mode == config.ModeLock:
+		return fmt.Errorf("job %q takes its lock per task run; there is no leadership to hand over", j.spec.Name)
+	case j.phase != leading:
+		return fmt.Errorf("this node does not lead job %q", j.spec.Name)
+	}
+	j.stepDown(ErrStepDownRequested)
+	return nil
+}
+
+// stepDown ends the term: the work stops (stop signal, stop_timeout,
+// SIGKILL) off the loop, then the lease is released.
+func (j *job) stepDown(reason error) {
+	if j.phase != leading {
+		return
+	}
+	j.phase = stopping
+	j.l.cancel(j.timer)
+	j.timer, j.queued = nil, nil
+	j.setState(StateStopping)
+	j.log.Info("stepping down", "reason", reason.Error(), "token", j.lease.Token)
+	w, lease := j.work, j.lease
+	j.work = nil
+	if w == nil {
+		j.release(lease, reason)
+		return
+	}
+	w.quit()
+	go func() {
+		w.stop()
+		j.l.post(func() { j.release(lease, reason) })
+	}()
+}
+
+func (j *job) release(lease providers.Lease, reason error) {
+	if errors.Is(reason, ErrLeaseLost) {
+		j.demoted(lease, reason)
+		return
+	}
+	j.l.release(releaseOp{lease: lease, timeout: j.releaseTimeout(), done: func(err error) {
+		switch {
+		case err == nil:
+			j.log.Info("released the lease", "token", lease.Token)
+		case errors.Is(err, providers.ErrLost):
+			j.log.Info("the lease was already gone when releasing it", "token", lease.Token)
+		default:
+			j.log.Warn("cannot release the lease; it will expire", "error", err)
+		}
+		j.demoted(lease, reason)
+	}})
+}
+
+// releaseTimeout bounds a release, so that a dead store cannot hold up a stop.
+func (j *job) releaseTimeout() time.Duration { return min(j.spec.TTL, 5*time.Second) }
+
+// demoted fires on_demoted and makes the job a candidate again, after a
+// pause that depends on why the term ended.
+func (j *job) demoted(lease providers.Lease, reason error) {
+	j.count(config.EventDemoted)
+	j.setState(StateCandidate)
+	if failure(reason) {
+		j.setLastError(reason.Error())
+	}
+	// Who leads next is not known yet; the next answer from the store
+	// fires on_leader_change with this node as previous_leader.
+	j.hooks.fire(j.event(config.EventDemoted, "", j.node, lease.Token), j.spec.OnDemoted, nil)
+	now := j.l.clock.Now()
+	if now.Sub(j.began) >= j.spec.TTL {
+		j.backoffs = 0 // a healthy term
+	}
+	j.holdOff = now.Add(j.pause(reason)) // reasons.go
+	j.compete()
+}
+
+// end stops the job for good (a reload, the agent stopping). loopDone is
+// closed once the work has stopped and the lease is released.
+func (j *job) end(reason error) {
+	if j.ending != nil || j.phase == ended {
+		return
+	}
+	j.ending = reason
+	switch j.phase {
+	case candidate:
+		j.l.cancel(j.timer)
+		j.finish()
+	case leading:
+		j.stepDown(reason)
+	} // asking, stopping: the answer on its way sees ending
+}
+
+func (j *job) finish() {
+	j.phase, j.timer = ended, nil
+	if j.l.jobs[j.spec.Name] == j {
+		delete(j.l.jobs, j.spec.Name)
+	}
+	close(j.loopDone)
+}

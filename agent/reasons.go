@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// Why a term ended. The reason is one of these, wrapped with detail.
+var (
+	ErrLeaseLost         = errors.New("the store says the lease is lost")
+	ErrRenewDeadline     = errors.New("the lease could not be renewed in time")
+	ErrStepDownRequested = errors.New("step-down requested")
+	ErrStopping          = errors.New("the agent is stopping")
+	ErrConfigChanged     = errors.New("the job's configuration changed")
+	ErrJobRemoved        = errors.New("the job was removed from the configuration")
+	ErrCannotStart       = errors.New("the command cannot start on this node")
+	ErrFailing           = errors.New("the run command keeps failing")
+	ErrWorkEnded         = errors.New("the run command exited (restart = never)")
+	ErrSlotDone          = errors.New("the slot is done")
+)
+
+// failure says whether a term that ended for reason is shown as the job's
+// last error.
+func failure(reason error) bool {
+	for _, err := range []error{ErrLeaseLost, ErrRenewDeadline, ErrCannotStart, ErrFailing} {
+		if errors.Is(reason, err) {
+			return true
+		}
+	}
+	return false
+}
+
+// pause is how long a node stays out of the election after a term that
+// ended for reason.
+func (j *job) pause(reason error) time.Duration {
+	var why string
+	switch {
+	case errors.Is(reason, ErrStepDownRequested):
+		return j.spec.TTL // let another node take over
+	case errors.Is(reason, ErrWorkEnded):
+		// A command that exits at once must not make an election storm.
+		d := min(j.spec.RetryEvery<<min(j.backoffs, 20), maxBackoff)
+		j.backoffs++
+		j.log.Info("backing off before competing again", "for", d)
+		return d
+	case j.spec.Run == nil:
+		return 0
+	case errors.Is(reason, ErrCannotStart):
+		why = "cannot_start"
+	case errors.Is(reason, ErrFailing):
+		why = "failing"
+	default:
+		return 0
+	}
+	j.log.Error("this node cannot do the work: gave the job away", "reason", reason.Error(), "hold_off", j.spec.Run.HoldOff)
+	if j.metrics != nil {
+		j.metrics.GivenAway.WithLabelValues(j.spec.Name, why).Inc()
+	}
+	return j.spec.Run.HoldOff
+}
+
+// maxBackoff caps the pause between terms whose work ends by itself.
+const maxBackoff = time.Minute
+
+// jitter spreads candidates' retries over [d, 1.2d) (client-go's factor).
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}

@@ -1,0 +1,428 @@
+package datastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/electd/electd/providers"
+)
+
+var (
+	_ providers.BatchAcquirer = (*Provider)(nil)
+	_ providers.BatchRenewer  = (*Provider)(nil)
+	_ providers.BatchReleaser = (*Provider)(nil)
+)
+
+const (
+	// maxTxEntities is the most entities one Commit may write in Firestore
+	// in Datastore mode.
+	maxTxEntities = 500
+	// legacyTxGroups is the most entity groups (here: entities, each job's
+	// entity being a root) one transaction may touch in legacy Cloud
+	// Datastore and in its emulator, which answer "operating on too many
+	// entity groups in a single transaction" beyond it.
+	legacyTxGroups = 25
+	// lookupKeys bounds the keys of one plain lookup (Datastore takes 1000).
+	lookupKeys = 500
+	// txInFlight bounds the transactions of one batch run at once.
+	txInFlight = 4
+	// singleWorkers bounds the single operations run at once for the items
+	// whose transaction lost every race.
+	singleWorkers = 8
+)
+
+// txSize is how many entities the batches of this provider put in one
+// transaction: maxTxEntities until the store refuses a transaction of more
+// than legacyTxGroups entity groups, legacyTxGroups from then on.
+func (p *Provider) txSize() int {
+	if p.legacyGroups.Load() {
+		return legacyTxGroups
+	}
+	return maxTxEntities
+}
+
+func tooManyGroups(err error) bool {
+	return status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "too many entity groups")
+}
+
+// txItem is one entity of a batch transaction: its request index and key.
+type txItem struct {
+	i int
+	k *datastore.Key
+}
+
+// inTransactions runs fn on items in transactions of txSize entities,
+// txInFlight at a time. fn is one run of one transaction over the records
+// read in it (found[n] false for a missing entity); it returns the records
+// to put (nil to leave one alone). A transaction whose store allows fewer
+// entity groups is run again in smaller ones. done is called with each
+// transaction's outcome once it is final: nil when committed, else the
+// error (datastore.ErrConcurrentTransaction when every run lost a race).
+func (p *Provider) inTransactions(ctx context.Context, items []txItem,
+	fn func(now time.Time, items []txItem, cur []record, found []bool) []*record,
+	done func(items []txItem, err error)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, txInFlight)
+	var run func(items []txItem)
+	run = func(items []txItem) {
+		size := p.txSize()
+		for start := 0; start < len(items); start += size {
+			chunk := items[start:min(start+size, len(items))]
+			sem <- struct{}{}
+			wg.Go(func() {
+				err := p.batchTx(ctx, chunk, fn)
+				<-sem
+				if tooManyGroups(err) && len(chunk) > legacyTxGroups {
+					if !p.legacyGroups.Swap(true) {
+						p.log.Debug("the store allows no more than 25 entity groups per transaction (legacy Datastore, emulator): batches use transactions of 25 entities")
+					}
+					run(chunk)
+					return
+				}
+				done(chunk, err)
+			})
+		}
+	}
+	run(items)
+	wg.Wait()
+}
+
+// batchTx runs one transaction over items.
+func (p *Provider) batchTx(ctx context.Context, items []txItem, fn func(now time.Time, items []txItem, cur []record, found []bool) []*record) error {
+	keys := make([]*datastore.Key, len(items))
+	for n, it := range items {
+		keys[n] = it.k
+	}
+	return p.run(ctx, func(tx *datastore.Transaction) error {
+		now := p.now()
+		cur := make([]record, len(keys))
+		found, err := loadedMulti(tx.GetMulti(keys, cur), len(keys))
+		if err != nil {
+			return err
+		}
+		next := fn(now, items, cur, found)
+		var pk []*datastore.Key
+		var pr []*record
+		for n, r := range next {
+			if r != nil {
+				pk, pr = append(pk, keys[n]), append(pr, r)
+			}
+		}
+		if len(pk) == 0 {
+			return nil
+		}
+		_, err = tx.PutMulti(pk, pr)
+		return err
+	})
+}
+
+// loadedMulti reads the error of a GetMulti of n keys: which entities were
+// found, or the error of the call as a whole.
+func loadedMulti(err error, n int) ([]bool, error) {
+	found := make([]bool, n)
+	var me datastore.MultiError
+	if err != nil && !errors.As(err, &me) {
+		return nil, err
+	}
+	for i := range found {
+		var e error
+		if me != nil {
+			e = me[i]
+		}
+		ok, err := loaded(e)
+		if err != nil {
+			return nil, err
+		}
+		found[i] = ok
+	}
+	return found, nil
+}
+
+// lookup reads keys outside a transaction, lookupKeys at a time.
+func (p *Provider) lookup(ctx context.Context, keys []*datastore.Key) ([]record, []bool, error) {
+	recs := make([]record, len(keys))
+	found := make([]bool, len(keys))
+	for start := 0; start < len(keys); start += lookupKeys {
+		end := min(start+lookupKeys, len(keys))
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		f, err := loadedMulti(p.client.GetMulti(ctx, keys[start:end], recs[start:end]), end-start)
+		if err != nil {
+			return nil, nil, withCtx(ctx, err)
+		}
+		copy(found[start:end], f)
+	}
+	return recs, found, nil
+}
+
+// distinct checks each item (a failed check is its error, given to fail)
+// and splits the others into the first of each key, for the batch, and
+// repeats, left to the single operation after the batch so that they are
+// judged after the first.
+func distinct(n int, key func(i int) string, check func(i int) error, fail func(int, error)) (batch, repeats []int) {
+	seen := make(map[string]bool, n)
+	for i := range n {
+		if err := check(i); err != nil {
+			fail(i, err)
+			continue
+		}
+		if k := key(i); seen[k] {
+			repeats = append(repeats, i)
+		} else {
+			seen[k] = true
+			batch = append(batch, i)
+		}
+	}
+	return batch, repeats
+}
+
+// forEach calls fn with each of idx, singleWorkers at a time.
+func forEach(idx []int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, singleWorkers)
+	for _, i := range idx {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
+
+// AcquireMany tries many Acquires with a handful of requests: one plain,
+// strongly consistent lookup of every entity (500 keys per request), which
+// refuses the leases held by others at once, as Acquire's first read does;
+// then transactions of up to 500 entities (25 on the emulator and legacy
+// Datastore) that read the others again, judge each as Acquire's
+// transaction does (on this node's clock read at the start of the run) and
+// write the new terms. A lease found held in the transaction is refused
+// alone; the others of the transaction still commit. The items of a
+// transaction that lost every race are decided by Acquire itself, as are
+// repeats of a key.
+func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
+	out := make([]providers.Lease, len(reqs))
+	errs := make([]error, len(reqs))
+	fail := func(i int, err error) {
+		if !errors.Is(err, providers.ErrHeld) {
+			err = fmt.Errorf("datastore: acquire %q: %w", reqs[i].Key, err)
+		}
+		errs[i] = err
+	}
+	batch, repeats := distinct(len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
+		return checkLease(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	}, fail)
+	var retry []int
+	func() {
+		if len(batch) == 0 {
+			return
+		}
+		keys := make([]*datastore.Key, len(batch))
+		for n, i := range batch {
+			keys[n] = p.key(reqs[i].Key)
+		}
+		now := p.now()
+		cur, _, err := p.lookup(ctx, keys)
+		if err != nil {
+			for _, i := range batch {
+				fail(i, err)
+			}
+			return
+		}
+		var items []txItem
+		for n, i := range batch {
+			if err := p.held(reqs[i].Key, cur[n], reqs[i].Holder, now); err != nil {
+				errs[i] = err
+				continue
+			}
+			items = append(items, txItem{i, keys[n]})
+		}
+		// next[i] is the term a run plans for request i; a run that finds
+		// it in the entity knows the previous run committed (its answer
+		// was lost), as Acquire does.
+		next := make([]*record, len(reqs))
+		verdict := make([]error, len(reqs))
+		var mu sync.Mutex
+		p.inTransactions(ctx, items, func(now time.Time, items []txItem, cur []record, _ []bool) []*record {
+			puts := make([]*record, len(items))
+			mu.Lock()
+			defer mu.Unlock()
+			for n, it := range items {
+				r := reqs[it.i]
+				if prev := next[it.i]; prev != nil && cur[n].same(*prev) {
+					continue // ours already
+				}
+				next[it.i], verdict[it.i] = nil, nil
+				if err := p.held(r.Key, cur[n], r.Holder, now); err != nil {
+					verdict[it.i] = err
+					continue
+				}
+				rec := record{Holder: r.Holder, Token: cur[n].Token + 1, Expires: stamp(now.Add(r.TTL)), Value: cur[n].Value}
+				next[it.i], puts[n] = &rec, &rec
+			}
+			return puts
+		}, func(items []txItem, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range items {
+				r := reqs[it.i]
+				switch {
+				case errors.Is(err, datastore.ErrConcurrentTransaction):
+					retry = append(retry, it.i)
+				case err != nil:
+					fail(it.i, err)
+				case verdict[it.i] != nil:
+					errs[it.i] = verdict[it.i]
+				default:
+					n := next[it.i]
+					out[it.i] = providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(n.Token), TTL: r.TTL, Expires: n.Expires, Value: n.Value}
+				}
+			}
+		})
+	}()
+	forEach(retry, func(i int) {
+		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	})
+	for _, i := range repeats {
+		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	}
+	return out, errs
+}
+
+// RenewMany renews many leases in transactions of up to 500 entities (25
+// on the emulator and legacy Datastore), each lease judged as Renew judges
+// it: holder and token still in the entity, expired or not. A lease lost is
+// refused alone; the others of its transaction still commit. The leases of
+// a transaction that lost every race get Renew's own answer, as do repeats
+// of a key.
+func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
+	out := make([]providers.Lease, len(leases))
+	errs := make([]error, len(leases))
+	fail := func(i int, err error) {
+		errs[i] = fmt.Errorf("datastore: renew %q: %w", leases[i].Key, err)
+	}
+	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) error {
+		if err := checkLease(leases[i].Key, leases[i].Holder, leases[i].TTL); err != nil {
+			return err
+		}
+		return providers.CheckValue(leases[i].Value)
+	}, fail)
+	items := make([]txItem, len(batch))
+	for n, i := range batch {
+		items[n] = txItem{i, p.key(leases[i].Key)}
+	}
+	var retry []int
+	next := make([]record, len(leases))
+	held := make([]bool, len(leases))
+	var mu sync.Mutex
+	p.inTransactions(ctx, items, func(now time.Time, items []txItem, cur []record, found []bool) []*record {
+		puts := make([]*record, len(items))
+		mu.Lock()
+		defer mu.Unlock()
+		for n, it := range items {
+			l := leases[it.i]
+			held[it.i] = found[n] && holds(cur[n], l)
+			if !held[it.i] {
+				continue
+			}
+			next[it.i] = cur[n]
+			next[it.i].Expires, next[it.i].Value = stamp(now.Add(l.TTL)), l.Value
+			puts[n] = &next[it.i]
+		}
+		return puts
+	}, func(items []txItem, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			switch l := leases[it.i]; {
+			case errors.Is(err, datastore.ErrConcurrentTransaction):
+				retry = append(retry, it.i)
+			case err != nil:
+				fail(it.i, err)
+			case !held[it.i]:
+				errs[it.i] = lost(l)
+			default:
+				l.Expires = next[it.i].Expires
+				out[it.i] = l
+			}
+		}
+	})
+	forEach(retry, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
+	for _, i := range repeats {
+		out[i], errs[i] = p.Renew(ctx, leases[i])
+	}
+	return out, errs
+}
+
+// ReleaseMany releases many leases in transactions of up to 500 entities
+// (25 on the emulator and legacy Datastore), each lease judged as Release
+// judges it. A lease lost is refused alone; the others of its transaction
+// still commit. The leases of a transaction that lost every race get
+// Release's own answer, as do repeats of a key.
+func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
+	errs := make([]error, len(leases))
+	fail := func(i int, err error) {
+		errs[i] = fmt.Errorf("datastore: release %q: %w", leases[i].Key, err)
+	}
+	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) error {
+		if err := checkLease(leases[i].Key, leases[i].Holder, time.Second); err != nil {
+			return err
+		}
+		return providers.CheckValue(leases[i].Value)
+	}, fail)
+	items := make([]txItem, len(batch))
+	for n, i := range batch {
+		items[n] = txItem{i, p.key(leases[i].Key)}
+	}
+	var retry []int
+	next := make([]*record, len(leases))
+	released := make([]bool, len(leases))
+	var mu sync.Mutex
+	p.inTransactions(ctx, items, func(now time.Time, items []txItem, cur []record, found []bool) []*record {
+		puts := make([]*record, len(items))
+		mu.Lock()
+		defer mu.Unlock()
+		for n, it := range items {
+			l := leases[it.i]
+			if prev := next[it.i]; prev != nil && found[n] && cur[n].same(*prev) {
+				continue // the previous run's commit went through
+			}
+			next[it.i] = nil
+			released[it.i] = found[n] && holds(cur[n], l)
+			if !released[it.i] {
+				continue
+			}
+			rec := cur[n]
+			rec.Holder, rec.Expires, rec.Value = "", stamp(now), l.Value
+			next[it.i], puts[n] = &rec, &rec
+		}
+		return puts
+	}, func(items []txItem, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			switch {
+			case errors.Is(err, datastore.ErrConcurrentTransaction):
+				retry = append(retry, it.i)
+			case err != nil:
+				fail(it.i, err)
+			case !released[it.i]:
+				errs[it.i] = lost(leases[it.i])
+			}
+		}
+	})
+	forEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
+	for _, i := range repeats {
+		errs[i] = p.Release(ctx, leases[i])
+	}
+	return errs
+}

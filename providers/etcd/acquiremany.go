@@ -1,0 +1,315 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electd/electd/providers"
+)
+
+var (
+	_ providers.BatchAcquirer = (*Provider)(nil)
+	_ providers.BatchReleaser = (*Provider)(nil)
+)
+
+// grantsInFlight bounds the LeaseGrant requests of one AcquireMany sent at
+// once over the client's connection.
+const grantsInFlight = 16
+
+// newTerm is a key of an AcquireMany that was free (or the caller's) when
+// read: its state as read and the etcd lease granted for its new term.
+type newTerm struct {
+	i     int
+	st    state
+	id    clientv3.LeaseID
+	ttl   int64
+	at    time.Time
+	token uint64
+}
+
+// AcquireMany tries many Acquires with a handful of requests: the keys are
+// read in transactions of up to 64 keys (as RenewMany reads them), every key
+// found free or the caller's gets an etcd lease of its own (LeaseGrant has no
+// batch form in etcd's API: one request per new term, 16 in flight), and the
+// new terms are written in transactions of up to 64 keys, each guarded by
+// the ModRevisions read, as Acquire guards one. Each request gets the answer
+// Acquire would give, with one difference: a *HeldError names holder and
+// token but leaves Expires and Remaining zero, as etcd answers a lease's
+// time to live one lease per request; a candidate subscribed with Notify
+// hears the key's deletion (release or expiry) anyway. The keys of a
+// transaction that lost a race (a key changed since the read) are acquired
+// by Acquire itself, as are repeats of a key in one batch.
+//
+// The etcd lease of the caller's previous term, when it held the key
+// already, is not revoked (Acquire revokes it): no key is attached to it
+// any more, and it expires by itself within its ttl.
+func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
+	out := make([]providers.Lease, len(reqs))
+	errs := make([]error, len(reqs))
+	fail := func(i int, err error) {
+		errs[i] = fmt.Errorf("etcd: acquire %q: %w", reqs[i].Key, p.explain(err))
+	}
+	var (
+		idx, single []int
+		keys        []string
+		secs        = make([]int64, len(reqs))
+		seen        = make(map[string]bool, len(reqs))
+	)
+	for i, r := range reqs {
+		s, err := checkAcquire(r)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		secs[i] = s
+		if seen[r.Key] {
+			single = append(single, i) // after the batch, in order
+			continue
+		}
+		seen[r.Key] = true
+		idx, keys = append(idx, i), append(keys, r.Key)
+	}
+	var retry []int
+	func() {
+		if len(idx) == 0 {
+			return
+		}
+		cli, err := p.client(ctx)
+		if err == nil {
+			var states []state
+			if states, err = p.readMany(ctx, cli, keys); err == nil {
+				retry = p.acquireRead(ctx, cli, reqs, secs, idx, states, out, errs, fail)
+				return
+			}
+		}
+		for _, i := range idx {
+			fail(i, err)
+		}
+	}()
+	forEach(retry, func(i int) {
+		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	})
+	for _, i := range single {
+		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	}
+	return out, errs
+}
+
+// acquireRead decides the requests idx from their states, grants and writes
+// the new terms, and returns the requests left to Acquire.
+func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, reqs []providers.AcquireRequest, secs []int64, idx []int, states []state, out []providers.Lease, errs []error, fail func(int, error)) (retry []int) {
+	var terms []*newTerm
+	for n, i := range idx {
+		st := states[n]
+		if st.held && st.hold.Holder != reqs[i].Holder {
+			errs[i] = &providers.HeldError{Key: reqs[i].Key, Holder: st.hold.Holder, Token: st.hold.Token}
+			continue
+		}
+		terms = append(terms, &newTerm{i: i, st: st, ttl: secs[i], token: st.rec.Token + 1})
+	}
+	// Grant every new term its etcd lease.
+	var granted []*newTerm
+	var mu sync.Mutex
+	forEachN(len(terms), grantsInFlight, func(n int) {
+		t := terms[n]
+		g, err := cli.Grant(ctx, t.ttl)
+		if err != nil {
+			fail(t.i, fmt.Errorf("grant lease: %w", err))
+			return
+		}
+		t.id, t.ttl, t.at = g.ID, g.TTL, time.Now()
+		mu.Lock()
+		granted = append(granted, t)
+		mu.Unlock()
+	})
+	for start := 0; start < len(granted); start += keysPerTxn {
+		chunk := granted[start:min(start+keysPerTxn, len(granted))]
+		ok, err := p.writeTerms(ctx, cli, reqs, secs, chunk)
+		if err != nil || !ok {
+			// Also when the outcome is unknown: revoking frees the keys if
+			// the write did land, which is safe, as the caller is told no.
+			ids := make([]clientv3.LeaseID, len(chunk))
+			for n, t := range chunk {
+				ids[n] = t.id
+			}
+			p.revokeMany(ctx, cli, ids)
+		}
+		for _, t := range chunk {
+			r := reqs[t.i]
+			switch {
+			case err != nil && !errors.Is(err, rpctypes.ErrTooManyOps):
+				fail(t.i, err)
+			case ok:
+				out[t.i] = providers.Lease{
+					Key: r.Key, Holder: r.Holder, Token: t.token, TTL: r.TTL,
+					Expires: t.at.Add(time.Duration(t.ttl) * time.Second),
+					Value:   t.st.rec.Value,
+				}
+			default:
+				// A key changed since the read (or the cluster's
+				// --max-txn-ops is lower): Acquire decides this one alone.
+				retry = append(retry, t.i)
+			}
+		}
+	}
+	return retry
+}
+
+// writeTerms writes the new terms ts in one transaction guarded by both
+// keys of each, as Acquire does for one. ok is false when any key changed
+// since it was read: nothing was written.
+func (p *Provider) writeTerms(ctx context.Context, cli *clientv3.Client, reqs []providers.AcquireRequest, secs []int64, ts []*newTerm) (ok bool, err error) {
+	cmps := make([]clientv3.Cmp, 0, 2*len(ts))
+	puts := make([]clientv3.Op, 0, 2*len(ts))
+	for _, t := range ts {
+		r := reqs[t.i]
+		cmps = append(cmps, p.unchanged(r.Key, t.st)...)
+		puts = append(puts,
+			clientv3.OpPut(p.leaseKey(r.Key), encode(holding{Holder: r.Holder, Token: t.token, TTL: secs[t.i]}), clientv3.WithLease(t.id)),
+			clientv3.OpPut(p.recordKey(r.Key), encode(record{Holder: r.Holder, Token: t.token, Value: t.st.rec.Value})),
+		)
+	}
+	resp, err := cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
+
+// ReleaseMany releases many leases with a handful of requests: the keys are
+// read in transactions of up to 64 keys, and the releases of the leases
+// still held (holder and token as given) written in transactions of up to
+// 64 keys, each guarded by the ModRevisions read, as Release guards one:
+// the record keeps the token and takes the Value, the lease key is deleted.
+// Each lease gets the answer Release would give. The terms' etcd leases
+// are not revoked (Release revokes each, a request per lease): no key is
+// attached to them any more, and they expire by themselves within their
+// ttl. The keys of a transaction that lost a race are released by Release
+// itself, as are repeats of a key in one batch.
+func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
+	errs := make([]error, len(leases))
+	fail := func(i int, err error) {
+		errs[i] = fmt.Errorf("etcd: release %q: %w", leases[i].Key, p.explain(err))
+	}
+	var (
+		idx, single []int
+		keys        []string
+		seen        = make(map[string]bool, len(leases))
+	)
+	for i, l := range leases {
+		err := checkKey(l.Key)
+		if err == nil {
+			err = checkHolder(l.Holder)
+		}
+		if err == nil {
+			err = providers.CheckValue(l.Value)
+		}
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		if seen[l.Key] {
+			single = append(single, i)
+			continue
+		}
+		seen[l.Key] = true
+		idx, keys = append(idx, i), append(keys, l.Key)
+	}
+	var retry []int
+	func() {
+		if len(idx) == 0 {
+			return
+		}
+		cli, err := p.client(ctx)
+		var states []state
+		if err == nil {
+			states, err = p.readMany(ctx, cli, keys)
+		}
+		if err != nil {
+			for _, i := range idx {
+				fail(i, err)
+			}
+			return
+		}
+		var held []pending
+		for n, i := range idx {
+			l, st := leases[i], states[n]
+			if st.recordRev == 0 || st.rec.Holder != l.Holder || st.rec.Token != l.Token {
+				errs[i] = lost(l)
+				continue
+			}
+			held = append(held, pending{i: i, st: st})
+		}
+		for start := 0; start < len(held); start += keysPerTxn {
+			chunk := held[start:min(start+keysPerTxn, len(held))]
+			cmps := make([]clientv3.Cmp, 0, 2*len(chunk))
+			ops := make([]clientv3.Op, 0, 2*len(chunk))
+			for _, h := range chunk {
+				l := leases[h.i]
+				cmps = append(cmps, p.unchanged(l.Key, h.st)...)
+				ops = append(ops, clientv3.OpPut(p.recordKey(l.Key), encode(record{Token: l.Token, Value: l.Value})))
+				if h.st.held {
+					ops = append(ops, clientv3.OpDelete(p.leaseKey(l.Key)))
+				}
+			}
+			resp, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+			for _, h := range chunk {
+				switch {
+				case err != nil && !errors.Is(err, rpctypes.ErrTooManyOps):
+					fail(h.i, err)
+				case err == nil && resp.Succeeded:
+					errs[h.i] = nil
+				default:
+					retry = append(retry, h.i)
+				}
+			}
+		}
+	}()
+	forEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
+	for _, i := range single {
+		errs[i] = p.Release(ctx, leases[i])
+	}
+	return errs
+}
+
+// checkAcquire checks a request as Acquire does and returns its ttl in etcd
+// seconds.
+func checkAcquire(r providers.AcquireRequest) (int64, error) {
+	if err := checkKey(r.Key); err != nil {
+		return 0, err
+	}
+	if err := checkHolder(r.Holder); err != nil {
+		return 0, err
+	}
+	return leaseSeconds(r.TTL)
+}
+
+// revokeMany revokes ids, grantsInFlight at a time.
+func (p *Provider) revokeMany(ctx context.Context, cli *clientv3.Client, ids []clientv3.LeaseID) {
+	forEachN(len(ids), grantsInFlight, func(n int) { p.revoke(ctx, cli, ids[n]) })
+}
+
+// forEach calls fn with each of idx, singleWorkers at a time.
+func forEach(idx []int, fn func(i int)) {
+	forEachN(len(idx), singleWorkers, func(n int) { fn(idx[n]) })
+}
+
+// forEachN calls fn(0..n-1), at most workers at a time.
+func forEachN(n, workers int, fn func(n int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, workers)
+	for k := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(k)
+		})
+	}
+	wg.Wait()
+}
