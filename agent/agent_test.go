@@ -122,6 +122,7 @@ job "w" {
 	t.Logf("graceful handover on SQLite (no notification, retry_every 200ms): %s", time.Since(stopped).Round(time.Millisecond))
 	newLeader := next.job("w").leader
 	eventually(t, 10*time.Second, "both followers saw the change", func() bool { return len(lines(t, dir+"/changes")) >= 3 })
+	eventually(t, 10*time.Second, "the new leader runs the command", func() bool { return len(lines(t, dir+"/starts")) >= 2 })
 	changes := lines(t, dir+"/changes")
 	for _, want := range []string{
 		"node-1 saw node-1 after ''",
