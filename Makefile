@@ -7,12 +7,14 @@ BIN      := bin/electd
 CONFIG   ?= examples/quickstart.hcl
 TESTFLAGS ?= -count=1 -timeout 20m
 
-.PHONY: all build run check test vet services install clean
+.PHONY: all build run check test vet services install uninstall deb clean
 
 all: build
 
+# BUILDFLAGS: more `go build` flags (`make deb` adds -trimpath).
+BUILDFLAGS ?=
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/electd
+	$(GO) build $(BUILDFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/electd
 
 # The quickstart agent on the embedded SQLite default: no server to install.
 # Start more in other terminals with `make run` and watch failover.
@@ -44,21 +46,66 @@ vet:
 services:
 	scripts/services.sh
 
-# Install the binary, the systemd unit and an example configuration
-# (an existing /etc/electd is left alone). DESTDIR works as usual.
-PREFIX ?= /usr/local
+# Install the binary, the systemd unit, the man page electd(1), the bash and zsh
+# completions, the documentation with one example configuration per store,
+# /etc/default/electd, and an /etc/electd whose one file declares no job (so
+# the service starts and runs nothing until you write a job). An existing
+# /etc/default/electd or /etc/electd is left alone. DESTDIR works as usual;
+# the unit and the files that name a path get PREFIX's paths.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+DOCDIR      ?= $(PREFIX)/share/doc/electd
+MANDIR      ?= $(PREFIX)/share/man
+# Where systemd looks for a vendor's units (/etc/systemd/system is the admin's).
+UNITDIR     ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
+# The man page's date: the last commit's, so that two builds give one page.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# dist/ names the paths of the default PREFIX, /usr/local.
+SUBST = sed -e 's|/usr/local/bin/electd|$(BINDIR)/electd|g' -e 's|/usr/local/share/doc/electd|$(DOCDIR)|g'
 install: build
-	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/electd
-	install -D -m 0644 dist/systemd/electd.service $(DESTDIR)/etc/systemd/system/electd.service
-	install -D -m 0644 docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/electd/operations.md
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/electd
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+		$(DESTDIR)$(DOCDIR)/docs/providers $(DESTDIR)$(DOCDIR)/examples
+	$(SUBST) dist/systemd/electd.service > $(DESTDIR)$(UNITDIR)/electd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/electd.service
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN) man -docdir $(DOCDIR) > $(BIN).1
+	gzip -9n < $(BIN).1 > $(DESTDIR)$(MANDIR)/man1/electd.1.gz
+	$(BIN) completion bash > $(DESTDIR)$(BASHCOMPDIR)/electd
+	$(BIN) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_electd
+	chmod 0644 $(DESTDIR)$(MANDIR)/man1/electd.1.gz $(DESTDIR)$(BASHCOMPDIR)/electd $(DESTDIR)$(ZSHCOMPDIR)/_electd
+	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
+	install -m 0644 docs/providers/*.md $(DESTDIR)$(DOCDIR)/docs/providers/
+	install -m 0644 examples/*.hcl $(DESTDIR)$(DOCDIR)/examples/
+	@if [ ! -e $(DESTDIR)/etc/default/electd ]; then \
+		install -D -m 0600 dist/default/electd $(DESTDIR)/etc/default/electd && \
+		echo "installed $(DESTDIR)/etc/default/electd (the service's environment, mode 0600)"; \
+	fi
 	@if [ ! -e $(DESTDIR)/etc/electd ]; then \
 		install -d -m 0755 $(DESTDIR)/etc/electd && \
-		install -m 0644 examples/quickstart.hcl $(DESTDIR)/etc/electd/electd.hcl && \
-		echo "installed an example configuration in $(DESTDIR)/etc/electd/electd.hcl"; \
+		$(SUBST) dist/electd/electd.hcl > $(DESTDIR)/etc/electd/electd.hcl && \
+		chmod 0644 $(DESTDIR)/etc/electd/electd.hcl && \
+		echo "installed $(DESTDIR)/etc/electd/electd.hcl: it declares no job; write yours next to it"; \
 	fi
 	@getent passwd electd >/dev/null 2>&1 || [ -n "$(DESTDIR)" ] || \
-		useradd --system --home-dir /var/lib/electd --shell /usr/sbin/nologin electd
-	@echo "next: systemctl daemon-reload && systemctl enable --now electd"
+		useradd --system --user-group --home-dir /var/lib/electd --no-create-home --shell /usr/sbin/nologin electd
+	@echo "next: write a job in /etc/electd, electd check, systemctl daemon-reload && systemctl enable --now electd"
+
+# Removes what install installed, except /etc/electd, /etc/default/electd,
+# the user and /var/lib/electd.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/electd $(DESTDIR)$(UNITDIR)/electd.service $(DESTDIR)$(MANDIR)/man1/electd.1.gz \
+		$(DESTDIR)$(BASHCOMPDIR)/electd $(DESTDIR)$(ZSHCOMPDIR)/_electd
+	rm -rf $(DESTDIR)$(DOCDIR)
+
+# The Debian package $(DEBDIR)/electd_<version>_<arch>.deb (scripts/deb.sh):
+# needs Go, a C compiler and dpkg-deb only. DEB_VERSION overrides the version
+# made from git describe. `scripts/services.sh lintian` installs lintian.
+DEBDIR ?= bin
+deb:
+	scripts/deb.sh -o $(DEBDIR)
 
 clean:
 	rm -rf bin/ *.db *.db-wal *.db-shm

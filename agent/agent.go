@@ -44,9 +44,12 @@ type Agent struct {
 	// node is the node_id, fixed for the agent's life (a reload does not
 	// change it); holder adds this process's incarnation (identity.go).
 	node, holder string
+	started      config.Agent // the agent block in force: a reload does not change it
 
 	reloads chan reloadReq
 	ready   atomic.Bool
+	fleet   *fleet     // tags, balance, drain: fixed but for the drain
+	once    *onceState // RunOnce's job (once.go); nil under Run
 
 	mu      sync.Mutex
 	cfg     *config.Config
@@ -76,13 +79,8 @@ type reloadReq struct {
 }
 
 type reloadResult struct {
-	summary ReloadSummary
-	err     error
-}
-
-// ReloadSummary says what a reload did, by job name.
-type ReloadSummary struct {
-	Kept, Restarted, Added, Removed []string
+	plan Plan
+	err  error
 }
 
 // New checks the options; Run does the work.
@@ -103,7 +101,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
 	holder := holderOf(cfg.Agent.NodeID, newIncarnation())
-	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, reloads: make(chan reloadReq),
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, started: cfg.Agent, reloads: make(chan reloadReq), fleet: newFleet(cfg.Agent),
 		provs: map[string]*openProvider{}, stopped: map[*runningJob]bool{}}
 	if opts.Metrics != nil {
 		opts.Metrics.CollectJobs(a.sample)
@@ -130,8 +128,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case req := <-a.reloads:
-			s, err := a.apply(ctx, req.cfg)
-			req.reply <- reloadResult{s, err}
+			p, err := a.apply(ctx, req.cfg)
+			req.reply <- reloadResult{p, err}
 			continue
 		case <-ctx.Done():
 		}
@@ -144,22 +142,39 @@ func (a *Agent) Run(ctx context.Context) error {
 // their leadership, token and child; changed jobs step down and start again
 // with the new spec; removed jobs release; added jobs start. The agent block
 // is not reloaded (node_id, listen and api_token need a restart). When a new
-// provider cannot be opened, nothing changes and the error is returned.
-func (a *Agent) Reload(ctx context.Context, cfg *config.Config) (ReloadSummary, error) {
+// provider cannot be opened, nothing changes and the error is returned. It
+// returns the plan it carried out: Diff of the running configuration and
+// cfg, as Plan shows beforehand.
+func (a *Agent) Reload(ctx context.Context, cfg *config.Config) (Plan, error) {
 	req := reloadReq{cfg: cfg, reply: make(chan reloadResult, 1)}
 	select {
 	case a.reloads <- req:
 	case <-ctx.Done():
-		return ReloadSummary{}, ctx.Err()
+		return Plan{}, ctx.Err()
 	}
 	r := <-req.reply
-	return r.summary, r.err
+	return r.plan, r.err
 }
 
-// apply moves from the running jobs to those of cfg. It runs on Run's
-// goroutine only.
-func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, error) {
-	var sum ReloadSummary
+// Plan is what Reload(cfg) would do now; it changes nothing.
+func (a *Agent) Plan(cfg *config.Config) Plan { return Diff(a.inForce(), cfg) }
+
+// inForce is the configuration the jobs run, with the agent block the agent
+// started with; nil before the jobs started.
+func (a *Agent) inForce() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.jobs == nil {
+		return nil
+	}
+	c := *a.cfg
+	c.Agent = a.started
+	return &c
+}
+
+// apply moves from the running jobs to those of cfg, as Diff plans it. It
+// runs on Run's goroutine only.
+func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 	old := map[string]*runningJob{}
 	for _, r := range a.jobs {
 		old[r.spec.Name] = r
@@ -177,7 +192,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		pc, ok := cfg.Provider(spec.Provider)
 		if !ok {
 			a.closeAll(opened)
-			return sum, fmt.Errorf("agent: job %q: no provider %s", spec.Name, spec.Provider)
+			return Plan{}, fmt.Errorf("agent: job %q: no provider %s", spec.Name, spec.Provider)
 		}
 		key := providerKey(pc)
 		keyOf[spec.Provider] = key
@@ -187,13 +202,13 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		p, err := a.opts.Open(ctx, pc)
 		if err != nil {
 			a.closeAll(opened)
-			return sum, fmt.Errorf("agent: open provider %s: %w", spec.Provider, err)
+			return Plan{}, fmt.Errorf("agent: open provider %s: %w", spec.Provider, err)
 		}
 		opened[key] = p
 		refOf[key] = spec.Provider
 	}
 	for key, p := range opened {
-		l := newLoop(p, refOf[key], a.opts.Clock, a.opts.Metrics)
+		l := newLoop(p, refOf[key], a.opts.Clock, a.opts.Metrics, a.fleet)
 		if err := l.notify(); err != nil {
 			a.log.Warn("cannot subscribe to the store's notifications; candidates poll every retry_every instead",
 				"provider", refOf[key], "error", err)
@@ -202,20 +217,22 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 	}
 
 	// Stop the jobs that changed or went away, all at once, and wait.
-	keep := map[string]bool{}
-	var stopping []*runningJob
-	for _, spec := range cfg.Jobs {
-		if r, ok := old[spec.Name]; ok && r.spec.Fingerprint == spec.Fingerprint && r.provKey == keyOf[spec.Provider] {
-			keep[spec.Name] = true
-		}
+	plan := Diff(a.inForce(), cfg)
+	keep, restart := map[string]bool{}, map[string]bool{}
+	for _, name := range plan.Kept {
+		keep[name] = true
 	}
+	for _, c := range plan.Restarted {
+		restart[c.Job] = true
+	}
+	var stopping []*runningJob
 	for _, r := range a.jobs {
-		if keep[r.spec.Name] {
+		switch {
+		case keep[r.spec.Name]:
 			continue
-		}
-		if _, still := cfg.ByName(r.spec.Name); still {
+		case restart[r.spec.Name]:
 			r.end(ErrConfigChanged)
-		} else {
+		default:
 			r.end(ErrJobRemoved)
 		}
 		stopping = append(stopping, r)
@@ -223,10 +240,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 	for _, r := range stopping {
 		<-r.loopDone
 		a.release(r.provKey)
-		if _, still := cfg.ByName(r.spec.Name); still {
-			sum.Restarted = append(sum.Restarted, r.spec.Name)
-		} else {
-			sum.Removed = append(sum.Removed, r.spec.Name)
+		if !restart[r.spec.Name] {
 			r.log.Info("job removed from the configuration: stopped and released")
 		}
 		// Its on_demoted hooks still run; shutdown waits for them.
@@ -243,11 +257,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 		spec := &cfg.Jobs[i]
 		if keep[spec.Name] {
 			jobs = append(jobs, old[spec.Name])
-			sum.Kept = append(sum.Kept, spec.Name)
 			continue
-		}
-		if _, ok := old[spec.Name]; !ok && a.jobs != nil {
-			sum.Added = append(sum.Added, spec.Name)
 		}
 		key := keyOf[spec.Provider]
 		a.provs[key].refs++
@@ -262,6 +272,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 			}
 		})
 	}
+	a.startMembers(jobs)
 	for key, op := range a.provs {
 		if op.refs == 0 {
 			a.closeProvider(key, op)
@@ -270,7 +281,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 	a.mu.Lock()
 	a.jobs, a.cfg = jobs, cfg
 	a.mu.Unlock()
-	return sum, nil
+	return plan, nil
 }
 
 // newRunningJob is a job of spec on its store's loop, not started. prior is
@@ -279,10 +290,34 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (ReloadSummary, e
 // nothing.
 func (a *Agent) newRunningJob(spec *config.Job, key string, prior *runningJob) *runningJob {
 	j := newJob(spec, a.node, a.holder, a.provs[key].loop, a.opts, a.log)
+	if a.once != nil {
+		j.once = a.once
+		if j.runner != nil && a.once.Stdout != nil && a.once.Stderr != nil {
+			j.runner.stdout, j.runner.stderr = a.once.Stdout, a.once.Stderr
+		}
+	}
 	if prior != nil {
 		j.inherit(prior.job)
 	}
 	return &runningJob{job: j, provKey: key}
+}
+
+// startMembers starts the membership record on each store whose jobs need
+// to know the other agents: all of them when balancing, else those with a
+// job that prefers some nodes. Its ttl is the shortest of the jobs' there.
+func (a *Agent) startMembers(jobs []*runningJob) {
+	need := map[*loop]time.Duration{}
+	for _, r := range jobs {
+		if r.l.members != nil || (!a.fleet.balance && len(r.spec.Prefer) == 0) {
+			continue
+		}
+		if ttl, ok := need[r.l]; !ok || r.spec.TTL < ttl {
+			need[r.l] = r.spec.TTL
+		}
+	}
+	for l, ttl := range need {
+		l.startMembers(a.holder, ttl)
+	}
 }
 
 func (a *Agent) release(key string) {
@@ -323,7 +358,7 @@ func providerKey(p config.Provider) string {
 }
 
 func (a *Agent) shutdown() error {
-	deadline := time.Now().Add(a.cfg.Agent.ShutdownTimeout)
+	deadline := time.Now().Add(a.started.ShutdownTimeout)
 	var loops []<-chan struct{}
 	for _, r := range a.jobs {
 		r.end(ErrStopping)
@@ -332,7 +367,7 @@ func (a *Agent) shutdown() error {
 	defer a.closeProviders()
 	if !waitAll(loops, time.Until(deadline)) {
 		a.log.Error("jobs did not stop within shutdown_timeout: killing their process groups",
-			"shutdown_timeout", a.cfg.Agent.ShutdownTimeout)
+			"shutdown_timeout", a.started.ShutdownTimeout)
 		a.Kill()
 		waitAll(loops, 5*time.Second)
 		return errors.New("agent: shutdown_timeout exceeded")
@@ -417,6 +452,53 @@ func (a *Agent) StepDown(ctx context.Context, name string) error {
 		}
 	}
 	return ErrNoSuchJob
+}
+
+// Drain makes every job hand over and compete for none (on), or compete
+// again (off). It lasts until cancelled or the agent restarts. It returns
+// how many jobs this node led when it was asked.
+func (a *Agent) Drain(on bool) int {
+	was := a.fleet.draining.Swap(on)
+	leading := 0
+	for _, r := range a.running() {
+		if r.get().State == StateLeader {
+			leading++
+		}
+		if was != on {
+			r.l.post(func() { r.job.drain(on) })
+		}
+	}
+	if was != on {
+		if on {
+			a.log.Info("draining: handing over every job and competing for none", "leading", leading)
+		} else {
+			a.log.Info("drain cancelled: competing again")
+		}
+	}
+	return leading
+}
+
+// Info is the agent as GET /v1/agent shows it.
+type Info struct {
+	Node     string            `json:"node"`
+	Tags     map[string]string `json:"tags"`
+	Balance  bool              `json:"balance"`
+	Draining bool              `json:"draining"`
+}
+
+// Info describes the agent.
+func (a *Agent) Info() Info {
+	return Info{Node: a.node, Tags: a.fleet.tags, Balance: a.fleet.balance, Draining: a.fleet.draining.Load()}
+}
+
+// History is the last transitions of job this agent saw, oldest first.
+func (a *Agent) History(name string) ([]Transition, error) {
+	for _, j := range a.running() {
+		if j.spec.Name == name {
+			return j.History(), nil
+		}
+	}
+	return nil, ErrNoSuchJob
 }
 
 // Kill SIGKILLs every command the agent started (the second stop signal).

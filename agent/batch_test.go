@@ -21,9 +21,23 @@ type countingBatch struct {
 func (c *countingBatch) Unwrap() providers.Provider { return c.Provider }
 
 func (c *countingBatch) RenewMany(ctx context.Context, ls []providers.Lease) ([]providers.Lease, []error) {
-	c.requests.Add(1)
-	c.leases.Add(int64(len(ls)))
+	if jobs := jobLeases(ls, func(l providers.Lease) string { return l.Key }); jobs > 0 {
+		c.requests.Add(1)
+		c.leases.Add(int64(jobs))
+	}
 	return c.Provider.(providers.BatchRenewer).RenewMany(ctx, ls)
+}
+
+// jobLeases counts the items of a batch that are jobs' leases: the agent's
+// membership record (fleet.go) is not one.
+func jobLeases[T any](items []T, key func(T) string) int {
+	n := 0
+	for _, it := range items {
+		if !strings.HasPrefix(key(it), memberPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *countingBatch) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {

@@ -25,6 +25,8 @@ import (
 // start makes the job a candidate on its loop.
 func (j *job) start() {
 	j.l.jobs[j.spec.Name] = j
+	j.started = j.l.clock.Now()
+	j.startHealth()
 	j.compete()
 }
 
@@ -45,10 +47,18 @@ func (j *job) compete() {
 	j.attempt()
 }
 
+// mayCompete says whether the job competes now (fleet.go: eligible, not
+// draining, healthy, not holding off), and shows why not.
+func (j *job) mayCompete() bool {
+	why := j.unfit()
+	j.setCompeting(why == "", why)
+	return why == ""
+}
+
 // wait makes the next attempt after d (sooner on a notification).
 func (j *job) wait(d time.Duration) {
 	j.l.cancel(j.timer)
-	j.timer = j.l.after(d, j.attempt)
+	j.timer = j.l.after(j.once.capWait(j.l.clock.Now(), d), j.attempt)
 }
 
 // notify is a hint from the store that the lease may have changed hands.
@@ -57,6 +67,10 @@ func (j *job) notify() {
 	case j.phase == asking:
 		j.notified = true
 	case j.phase == candidate && j.spec.Mode != config.ModeLock && !j.l.clock.Now().Before(j.holdOff):
+		if d := j.deferral(); d > 0 {
+			j.wait(d) // another node should have it first
+			return
+		}
 		j.l.cancel(j.timer)
 		j.attempt()
 	}
@@ -64,8 +78,16 @@ func (j *job) notify() {
 
 func (j *job) attempt() {
 	j.timer, j.notified = nil, false
-	if j.spec.Mode != config.ModeLock && j.l.clock.Now().Before(j.holdOff) {
-		j.observe()
+	if err := j.once.beforeAttempt(j.l.clock.Now()); err != nil {
+		j.end(err) // RunOnce's wait is over (once.go)
+		return
+	}
+	if !j.mayCompete() {
+		if j.spec.Mode == config.ModeLock {
+			j.compete() // not this slot: the next
+		} else {
+			j.observe()
+		}
 		return
 	}
 	j.phase = asking
@@ -77,6 +99,7 @@ func (j *job) attempt() {
 }
 
 func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
+	j.once.answer(err)
 	var held *providers.HeldError
 	switch {
 	case err == nil && j.ending != nil:
@@ -102,8 +125,9 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		case j.notified:
 			j.attempt()
 		case held.Remaining > 0:
-			// The store said when the term ends, by its own clock: try then.
-			j.wait(min(jitter(j.spec.RetryEvery), held.Remaining+time.Millisecond))
+			// The store said when the term ends, by its own clock: try then
+			// (later when another node should have it first).
+			j.wait(min(jitter(j.spec.RetryEvery), held.Remaining+time.Millisecond) + j.deferral())
 		default:
 			j.wait(jitter(j.spec.RetryEvery))
 		}
@@ -135,7 +159,13 @@ func (j *job) observe() {
 		if err == nil {
 			j.follow(l.Holder, l.Token)
 		}
-		j.wait(jitter(j.spec.RetryEvery))
+		every := j.spec.RetryEvery
+		if !j.eligible {
+			// It will never compete here: look less often, but often
+			// enough for the health rule (a lease operation per ttl).
+			every = max(every, j.spec.TTL/2)
+		}
+		j.wait(jitter(every))
 	})
 }
 
@@ -145,12 +175,15 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 	j.phase, j.lease, j.failed, j.began = leading, lease, false, j.l.clock.Now()
 	j.renewing, j.queued = false, nil // an answer for an earlier term may still be on its way
 	j.term = newTerm(sent, j.spec.TTL, j.spec.StopTimeout())
+	if j.spec.Mode == config.ModeLeader {
+		j.l.leading++ // lock-mode terms last a slot: not a share of the fleet's load
+	}
 	prev := j.lastLeader
 	j.known, j.lastLeader = true, j.node
 	j.setLeader(j.node, lease)
 	j.count(config.EventElected)
 	j.log.Info("elected", "token", lease.Token)
-	elected := j.event(config.EventElected, j.node, prev, lease.Token)
+	elected := j.event(config.EventElected, j.node, prev, lease.Token, ReasonElected)
 	if j.spec.Run == nil && j.spec.Task == nil {
 		j.hooks.fire(elected, j.spec.OnElected, nil) // leadership only: no work
 	} else {
@@ -160,7 +193,7 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 	}
 	if prev != j.node && j.spec.Mode == config.ModeLeader {
 		j.count(config.EventLeaderChange)
-		j.hooks.fire(j.event(config.EventLeaderChange, j.node, prev, lease.Token), j.spec.OnLeaderChange, nil)
+		j.hooks.fire(j.event(config.EventLeaderChange, j.node, prev, lease.Token, ReasonElected), j.spec.OnLeaderChange, nil)
 	}
 	j.scheduleRenewal()
 }
@@ -283,6 +316,9 @@ func (j *job) stepDown(reason error) {
 		return
 	}
 	j.phase = stopping
+	if j.spec.Mode == config.ModeLeader {
+		j.l.leading--
+	}
 	j.l.cancel(j.timer)
 	j.timer, j.queued = nil, nil
 	j.setState(StateStopping)
@@ -331,7 +367,11 @@ func (j *job) demoted(lease providers.Lease, reason error) {
 	}
 	// Who leads next is not known yet; the next answer from the store
 	// fires on_leader_change with this node as previous_leader.
-	j.hooks.fire(j.event(config.EventDemoted, "", j.node, lease.Token), j.spec.OnDemoted, nil)
+	j.hooks.fire(j.event(config.EventDemoted, "", j.node, lease.Token, reasonOf(reason)), j.spec.OnDemoted, nil)
+	if j.once != nil {
+		j.endOnce(reason) // RunOnce: one term only
+		return
+	}
 	now := j.l.clock.Now()
 	if now.Sub(j.began) >= j.spec.TTL {
 		j.backoffs = 0 // a healthy term
@@ -357,6 +397,7 @@ func (j *job) end(reason error) {
 }
 
 func (j *job) finish() {
+	j.stopHealth()
 	j.phase, j.timer = ended, nil
 	if j.l.jobs[j.spec.Name] == j {
 		delete(j.l.jobs, j.spec.Name)

@@ -59,10 +59,14 @@ func (j *job) noteLeader(node string, token uint64) {
 	j.lastLeader = node
 	j.log.Info("leader changed", "leader", node, "previous_leader", prev, "token", token)
 	j.count(config.EventLeaderChange)
-	j.hooks.fire(j.event(config.EventLeaderChange, node, prev, token), j.spec.OnLeaderChange, nil)
+	j.hooks.fire(j.event(config.EventLeaderChange, node, prev, token, ReasonLeaderChange), j.spec.OnLeaderChange, nil)
 }
 
-func (j *job) event(typ, leader, prev string, token uint64) config.Event {
-	return config.Event{Type: typ, Job: j.spec.Name, Node: j.node, Leader: leader,
-		PreviousLeader: prev, Token: token, Time: time.Now()}
+// event is a leadership event, for the hooks; it goes into the job's
+// history too.
+func (j *job) event(typ, leader, prev string, token uint64, reason string) config.Event {
+	ev := config.Event{Type: typ, Job: j.spec.Name, Node: j.node, Leader: leader,
+		PreviousLeader: prev, Token: token, Time: time.Now(), Reason: reason}
+	j.record(Transition{Time: ev.Time, Type: typ, Leader: leader, PreviousLeader: prev, Token: token, Reason: reason})
+	return ev
 }

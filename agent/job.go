@@ -40,11 +40,15 @@ type job struct {
 	renewing bool // a renewal is in flight; they go one at a time
 	queued   *renewal
 	work     *leaderWork
-	slot     time.Time // lock mode: the slot of this attempt
-	holdOff  time.Time // a candidate does not compete before
-	backoffs int       // terms in a row whose work ended by itself
-	notified bool      // a notification came while asking
-	ending   error     // end was called: no new term
+	slot     time.Time  // lock mode: the slot of this attempt
+	holdOff  time.Time  // a candidate does not compete before
+	backoffs int        // terms in a row whose work ended by itself
+	notified bool       // a notification came while asking
+	ending   error      // end was called: no new term
+	once     *onceState // RunOnce: one term only (once.go); nil under Run
+	started  time.Time  // when the job started on this agent
+	eligible bool       // its constraint admits this node
+	health   health     // its health check's state (health.go)
 
 	// The leader as this node last knew it, for on_leader_change (events.go).
 	known      bool
@@ -67,7 +71,7 @@ func newJob(spec *config.Job, node, holder string, l *loop, o Options, log hclog
 		loopDone: make(chan struct{}),
 	}
 	hooks := [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange}
-	if spec.Run != nil || spec.Task != nil || slices.ContainsFunc(hooks, func(as []config.Action) bool {
+	if spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooks, func(as []config.Action) bool {
 		return slices.ContainsFunc(as, func(a config.Action) bool { return a.Kind == config.ActionExec })
 	}) {
 		j.runner = &runner{job: spec.Name, log: log, shim: o.Shim, metrics: o.Metrics}
@@ -75,7 +79,11 @@ func newJob(spec *config.Job, node, holder string, l *loop, o Options, log hclog
 	if slices.ContainsFunc(hooks, func(as []config.Action) bool { return len(as) > 0 }) {
 		j.hooks = &hookRunner{job: spec.Name, log: log, runner: j.runner, webhooks: o.Webhooks}
 	}
-	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL}
+	j.eligible = matches(l.fleet.tags, spec.Constraint)
+	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL, Eligible: j.eligible}
+	if !j.eligible {
+		j.st.State = StateNotEligible
+	}
 	if spec.Mode == config.ModeLock {
 		// Between slots a lock job does not touch the store, so a quiet
 		// loop is not a wedged one (see Wedged).

@@ -43,7 +43,11 @@ type loop struct {
 	stop  context.CancelFunc
 	done  chan struct{}
 
+	fleet   *fleet   // this node's tags, balance and drain (fleet.go)
+	members *members // nil when no job here needs to know the other agents
+
 	// Owned by the loop's goroutine.
+	leading  int // leader-mode jobs leading now
 	timers   timerHeap
 	jobs     map[string]*job // by lease key, for notifications
 	acquires []acquireOp
@@ -58,9 +62,9 @@ const (
 	maxInflight = 64
 )
 
-func newLoop(prov providers.Provider, ref string, clock Clock, m *metrics.Metrics) *loop {
+func newLoop(prov providers.Provider, ref string, clock Clock, m *metrics.Metrics, f *fleet) *loop {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &loop{prov: prov, ref: ref, clock: clock, metrics: m, base: clock.Now(),
+	l := &loop{prov: prov, ref: ref, clock: clock, metrics: m, base: clock.Now(), fleet: f,
 		wake: make(chan struct{}, 1), ctx: ctx, stop: stop, done: make(chan struct{}), jobs: map[string]*job{}}
 	l.acquirer, _ = providers.As[providers.BatchAcquirer](prov)
 	l.renewer, _ = providers.As[providers.BatchRenewer](prov)
@@ -105,6 +109,9 @@ func (l *loop) post(fn func()) {
 func (l *loop) close() {
 	l.stop()
 	<-l.done
+	if l.members != nil {
+		<-l.members.done // its record released
+	}
 }
 
 func (l *loop) run() {

@@ -18,12 +18,57 @@ var (
 	ErrFailing           = errors.New("the run command keeps failing")
 	ErrWorkEnded         = errors.New("the run command exited (restart = never)")
 	ErrSlotDone          = errors.New("the slot is done")
+	ErrUnhealthy         = errors.New("the job's health check fails on this node")
+	ErrPreempted         = errors.New("a preferred node is ready to lead")
+	ErrBalanced          = errors.New("handed over to spread the jobs over the agents")
+	ErrDrained           = errors.New("the agent is draining")
 )
+
+// Reasons as events (event.reason, ELECTD_REASON) and the history show them.
+const (
+	ReasonElected       = "elected"
+	ReasonLeaderChange  = "observed" // another node was seen leading
+	ReasonLost          = "lost"
+	ReasonRenewDeadline = "renew_deadline"
+	ReasonReleased      = "released" // a step-down asked for through the API
+	ReasonStopping      = "stopping"
+	ReasonReloaded      = "reloaded"
+	ReasonRemoved       = "removed"
+	ReasonCannotStart   = "cannot_start"
+	ReasonFailing       = "failing"
+	ReasonWorkEnded     = "work_ended"
+	ReasonSlotDone      = "slot_done"
+	ReasonUnhealthy     = "unhealthy"
+	ReasonPreempted     = "preempted"
+	ReasonBalanced      = "balanced"
+	ReasonDrained       = "drained"
+)
+
+var reasonNames = []struct {
+	err  error
+	name string
+}{
+	{ErrLeaseLost, ReasonLost}, {ErrRenewDeadline, ReasonRenewDeadline}, {ErrStepDownRequested, ReasonReleased},
+	{ErrStopping, ReasonStopping}, {ErrConfigChanged, ReasonReloaded}, {ErrJobRemoved, ReasonRemoved},
+	{ErrCannotStart, ReasonCannotStart}, {ErrFailing, ReasonFailing}, {ErrWorkEnded, ReasonWorkEnded},
+	{ErrSlotDone, ReasonSlotDone}, {ErrUnhealthy, ReasonUnhealthy}, {ErrPreempted, ReasonPreempted},
+	{ErrBalanced, ReasonBalanced}, {ErrDrained, ReasonDrained},
+}
+
+// reasonOf is the short name of why a term ended.
+func reasonOf(err error) string {
+	for _, r := range reasonNames {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ReasonReleased
+}
 
 // failure says whether a term that ended for reason is shown as the job's
 // last error.
 func failure(reason error) bool {
-	for _, err := range []error{ErrLeaseLost, ErrRenewDeadline, ErrCannotStart, ErrFailing} {
+	for _, err := range []error{ErrLeaseLost, ErrRenewDeadline, ErrCannotStart, ErrFailing, ErrUnhealthy} {
 		if errors.Is(reason, err) {
 			return true
 		}
@@ -36,7 +81,7 @@ func failure(reason error) bool {
 func (j *job) pause(reason error) time.Duration {
 	var why string
 	switch {
-	case errors.Is(reason, ErrStepDownRequested):
+	case errors.Is(reason, ErrStepDownRequested), errors.Is(reason, ErrPreempted), errors.Is(reason, ErrBalanced):
 		return j.spec.TTL // let another node take over
 	case errors.Is(reason, ErrWorkEnded):
 		// A command that exits at once must not make an election storm.

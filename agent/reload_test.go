@@ -60,7 +60,7 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ReloadSummary{Kept: []string{"keep", "change"}[:1], Restarted: []string{"change"},
+	want := Plan{Kept: []string{"keep"}, Restarted: []Change{{Job: "change", Attributes: []string{"run.env"}}},
 		Added: []string{"added"}, Removed: []string{"remove"}}
 	if fmt.Sprint(sum) != fmt.Sprint(want) {
 		t.Errorf("reload summary %+v, want %+v", sum, want)

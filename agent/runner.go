@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,9 @@ type runner struct {
 	log     hclog.Logger
 	shim    string
 	metrics *metrics.Metrics
+	// stdout and stderr, when set, receive the commands' output as it is
+	// instead of the log (RunOnce).
+	stdout, stderr io.Writer
 
 	mu    sync.Mutex
 	procs map[*proc.Process]struct{} // running, for Kill
@@ -61,7 +65,11 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	log := r.log.Named(kind)
 	s := &started{kind: kind, event: ev.Type,
 		out: &lineLogger{log: log, stream: "stdout"}, errw: &lineLogger{log: log, stream: "stderr"}}
-	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: s.out, Stderr: s.errw, Shim: r.shim})
+	var stdout, stderr io.Writer = s.out, s.errw
+	if r.stdout != nil && r.stderr != nil {
+		stdout, stderr = r.stdout, r.stderr
+	}
+	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +103,9 @@ func (r *runner) finished(s *started, timedOut bool) {
 		result = "failed"
 	}
 	log := r.log.Named(s.kind)
-	if result == "ok" || result == "stopped" {
+	// Under RunOnce the exit code is the caller's to report (electd lock
+	// exits with it): a failure is not news to log as a warning.
+	if result == "ok" || result == "stopped" || r.stdout != nil {
 		log.Info("exited", "pid", s.Pid(), "exit_code", code, "result", result)
 	} else {
 		log.Warn("exited", "pid", s.Pid(), "exit_code", code, "result", result)

@@ -26,8 +26,10 @@ type countingAcquire struct {
 func (c *countingAcquire) Unwrap() providers.Provider { return c.Provider }
 
 func (c *countingAcquire) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
-	c.requests.Add(1)
-	c.leases.Add(int64(len(reqs)))
+	if jobs := jobLeases(reqs, func(r providers.AcquireRequest) string { return r.Key }); jobs > 0 {
+		c.requests.Add(1)
+		c.leases.Add(int64(jobs))
+	}
 	return c.Provider.(providers.BatchAcquirer).AcquireMany(ctx, reqs)
 }
 

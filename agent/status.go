@@ -17,7 +17,39 @@ const (
 	StateFollower  = "follower"
 	StateCandidate = "candidate"
 	StateStopping  = "stopping"
+	// StateNotEligible: the job's constraint does not match this node's
+	// tags; it never competes here.
+	StateNotEligible = "not_eligible"
 )
+
+// Health states of a job's check on this node.
+const (
+	HealthUnknown = "unknown" // no check has finished yet
+	HealthPassing = "passing"
+	HealthFailing = "failing"
+)
+
+// HealthStatus is a job's health check as this node last ran it.
+type HealthStatus struct {
+	Status               string     `json:"status"`
+	ConsecutiveFailures  int        `json:"consecutive_failures"`
+	ConsecutiveSuccesses int        `json:"consecutive_successes"`
+	LastCheck            *time.Time `json:"last_check"`
+	LastError            string     `json:"last_error"` // why the last check failed
+}
+
+// Transition is one change of leadership this agent saw, for the history.
+type Transition struct {
+	Time           time.Time `json:"time"`
+	Type           string    `json:"type"` // elected, demoted, leader_change
+	Leader         string    `json:"leader"`
+	PreviousLeader string    `json:"previous_leader"`
+	Token          uint64    `json:"token"`
+	Reason         string    `json:"reason"`
+}
+
+// historyLen is how many transitions a job keeps.
+const historyLen = 32
 
 // JobStatus is one job as GET /v1/jobs shows it.
 type JobStatus struct {
@@ -35,6 +67,13 @@ type JobStatus struct {
 	// (kubernetes #82960).
 	LastLeaseOp time.Time     `json:"last_lease_op"`
 	TTL         time.Duration `json:"-"`
+	// Eligible is false when the job's constraint excludes this node;
+	// Competing is false while this node stays out of the election (not
+	// eligible, unhealthy, draining, holding off), and Waiting says why.
+	Eligible  bool          `json:"eligible"`
+	Competing bool          `json:"competing"`
+	Waiting   string        `json:"waiting,omitempty"`
+	Health    *HealthStatus `json:"health,omitempty"` // nil when the job has no check
 }
 
 // ErrNoSuchJob is returned by StepDown for a job the agent does not run.
@@ -62,13 +101,56 @@ type status struct {
 	// demoted, and the events seen.
 	leading                         bool
 	elected, demoted, leaderChanges uint64
+	// The last transitions, oldest first (a ring once full).
+	history []Transition
+	next    int
+}
+
+func (s *status) record(t Transition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.history) < historyLen {
+		s.history = append(s.history, t)
+		return
+	}
+	s.history[s.next] = t
+	s.next = (s.next + 1) % historyLen
+}
+
+// History is the transitions kept, oldest first.
+func (s *status) History() []Transition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Transition, 0, len(s.history))
+	out = append(out, s.history[s.next:]...)
+	return append(out, s.history[:s.next]...)
+}
+
+// setCompeting records whether the job competes here, and why not.
+func (s *status) setCompeting(competing bool, waiting string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Competing, s.st.Waiting = competing, waiting
+	if !s.st.Eligible && s.st.State == StateCandidate {
+		s.setStateLocked(StateNotEligible)
+	}
+}
+
+func (s *status) setHealth(h HealthStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Health = &h
 }
 
 func (s *status) sample() metrics.JobSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return metrics.JobSample{Job: s.st.Job, Leader: s.leading,
-		Elected: s.elected, Demoted: s.demoted, LeaderChanges: s.leaderChanges}
+	js := metrics.JobSample{Job: s.st.Job, Leader: s.leading,
+		Elected: s.elected, Demoted: s.demoted, LeaderChanges: s.leaderChanges, Eligible: s.st.Eligible}
+	if s.st.Health != nil {
+		js.HasHealth, js.Healthy = true, s.st.Health.Status == HealthPassing
+	}
+	return js
 }
 
 // count records a leadership event for the metrics.
@@ -133,6 +215,9 @@ func (s *status) setStateLocked(state string) {
 func (s *status) setState(state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if state == StateCandidate && !s.st.Eligible {
+		state = StateNotEligible
+	}
 	s.setStateLocked(state)
 	if state != StateLeader {
 		s.st.LeaseExpires = nil
@@ -153,9 +238,12 @@ func (s *status) setLeader(node string, l providers.Lease) {
 func (s *status) setFollower(node string, token uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if node == "" {
+	switch {
+	case !s.st.Eligible:
+		s.setStateLocked(StateNotEligible) // the leader is shown all the same
+	case node == "":
 		s.setStateLocked(StateCandidate)
-	} else {
+	default:
 		s.setStateLocked(StateFollower)
 	}
 	s.st.Leader, s.st.Token = node, token

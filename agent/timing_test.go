@@ -65,7 +65,7 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
 	f := newFaulty(p, clk)
 	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
 		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
-	l := newLoop(f, "sql.s", clk, nil)
+	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "n1"}))
 	j := newJob(&spec, "node-1", "node-1#0badcafe", l, Options{Clock: clk}, hclog.NewNullLogger())
 	l.post(j.start)
 	t.Cleanup(func() {

@@ -88,7 +88,7 @@ func (w *leaderWork) startRun() error {
 		// not exist: this node cannot do the work, and retrying here would
 		// keep the job from the nodes that can.
 		w.j.runner.count(w.elected.Type, "run", "failed")
-		return fmt.Errorf("%w: %v", ErrCannotStart, err)
+		return fmt.Errorf("%w: %w", ErrCannotStart, err)
 	}
 	w.j.log.Info("run command started", "pid", s.Pid(), "token", w.elected.Token)
 	w.child = s
@@ -140,7 +140,7 @@ func (w *leaderWork) runExited(s *started) error {
 	}
 	switch {
 	case run.Restart == config.RestartNever:
-		return ErrWorkEnded
+		return &ExitError{Code: code}
 	case run.Restart == config.RestartOnFailure && code == 0:
 		w.j.log.Info("run command exited cleanly; not restarted (restart = on-failure); keeping the lease")
 	default:

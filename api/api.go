@@ -23,6 +23,9 @@ type Agent interface {
 	Jobs() []agent.JobStatus
 	StepDown(ctx context.Context, job string) error
 	Ready() bool // every job loop started
+	Drain(on bool) int
+	Info() agent.Info
+	History(job string) ([]agent.Transition, error)
 }
 
 // Options configure the handler.
@@ -36,6 +39,9 @@ type Options struct {
 	// reports the last outcome (GET /v1/reload).
 	Reload     func(context.Context) ReloadStatus
 	LastReload func() *ReloadStatus
+	// Plan says what a reload from the configuration at paths (nil: the
+	// agent's own) would do, changing nothing (POST /v1/plan).
+	Plan func(ctx context.Context, paths []string) PlanStatus
 	// Redact masks the configuration's secrets in every JSON answer: a
 	// job's last_error and a reload's error quote what the store or the
 	// loader said, and GET needs no authorization. Nil masks nothing.
@@ -54,11 +60,16 @@ func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/jobs", s.jobs)
 	mux.HandleFunc("GET /v1/jobs/{job}", s.job)
+	mux.HandleFunc("GET /v1/jobs/{job}/history", s.history)
 	mux.HandleFunc("POST /v1/jobs/{job}/step-down", s.authorized(s.stepDown))
+	mux.HandleFunc("GET /v1/agent", s.agent)
+	mux.HandleFunc("POST /v1/drain", s.authorized(s.drain))
 	mux.HandleFunc("POST /v1/reload", s.authorized(s.reload))
 	mux.HandleFunc("GET /v1/reload", s.lastReload)
+	mux.HandleFunc("POST /v1/plan", s.authorized(s.plan))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	registerUI(mux, s) // the status page, /ui (ui.go)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
@@ -94,6 +105,44 @@ func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 		s.o.Logger.Info("step-down requested through the API", "job", name, "remote", r.RemoteAddr)
 		s.writeJSON(w, http.StatusAccepted, map[string]string{"job": name, "result": "stepping down"})
 	}
+}
+
+func (s *server) history(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("job")
+	h, err := s.o.Agent.History(name)
+	if err != nil {
+		s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+		return
+	}
+	s.writeJSON(w, http.StatusOK, h)
+}
+
+func (s *server) agent(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, http.StatusOK, s.o.Agent.Info())
+}
+
+// DrainResult is the answer of POST /v1/drain.
+type DrainResult struct {
+	Draining bool `json:"draining"`
+	// Leading is how many jobs this node led when asked: they are being
+	// handed over (GET /v1/jobs shows when they are done).
+	Leading int `json:"leading"`
+}
+
+// drain starts a drain, or cancels it with ?cancel=true.
+func (s *server) drain(w http.ResponseWriter, r *http.Request) {
+	on := true
+	switch r.URL.Query().Get("cancel") {
+	case "", "false", "0":
+	case "true", "1":
+		on = false
+	default:
+		s.writeError(w, http.StatusBadRequest, "cancel must be true or false")
+		return
+	}
+	n := s.o.Agent.Drain(on)
+	s.o.Logger.Info("drain requested through the API", "draining", on, "remote", r.RemoteAddr)
+	s.writeJSON(w, http.StatusOK, DrainResult{Draining: on, Leading: n})
 }
 
 // healthz fails when any job's loop has completed no lease operation for

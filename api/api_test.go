@@ -22,10 +22,28 @@ type jobsAgent struct {
 	jobs     []agent.JobStatus
 	steppedD []string
 	ready    bool
+	draining bool
 }
 
 func (a *jobsAgent) Jobs() []agent.JobStatus { a.mu.Lock(); defer a.mu.Unlock(); return a.jobs }
-func (a *jobsAgent) Ready() bool             { return a.ready }
+func (a *jobsAgent) Drain(on bool) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.draining = on
+	return 1
+}
+func (a *jobsAgent) Info() agent.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return agent.Info{Node: "web-1", Draining: a.draining}
+}
+func (a *jobsAgent) History(job string) ([]agent.Transition, error) {
+	if job != "billing" {
+		return nil, agent.ErrNoSuchJob
+	}
+	return []agent.Transition{{Time: now, Type: "elected", Leader: "web-1", Token: 42, Reason: agent.ReasonElected}}, nil
+}
+func (a *jobsAgent) Ready() bool { return a.ready }
 func (a *jobsAgent) StepDown(_ context.Context, job string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -185,5 +203,35 @@ func TestAnswersMaskSecrets(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &v); err != nil {
 			t.Errorf("%s %s: the masked answer is not JSON: %v", req.method, req.path, err)
 		}
+	}
+}
+
+// Drain is guarded like step-down, reaches the agent, can be cancelled, and
+// shows in GET /v1/agent; the history is readable without a token.
+func TestDrainAgentHistory(t *testing.T) {
+	a := newAgent()
+	h := Handler(Options{Agent: a, Token: "t0k"})
+	if code, body := do(t, h, "POST", "/v1/drain", "10.1.2.3:5000", ""); code != http.StatusUnauthorized || a.Info().Draining {
+		t.Fatalf("drain without the token: %d %s, draining %v; want 401 and no drain", code, body, a.Info().Draining)
+	}
+	code, body := do(t, h, "POST", "/v1/drain", "10.1.2.3:5000", "Bearer t0k")
+	if code != http.StatusOK || !strings.Contains(body, `"draining": true`) || !a.Info().Draining {
+		t.Fatalf("drain: %d %s, draining %v", code, body, a.Info().Draining)
+	}
+	if code, body := do(t, h, "GET", "/v1/agent", "10.1.2.3:5000", ""); code != http.StatusOK || !strings.Contains(body, `"draining": true`) {
+		t.Errorf("GET /v1/agent while draining: %d %s", code, body)
+	}
+	if code, body := do(t, h, "POST", "/v1/drain?cancel=maybe", "10.1.2.3:5000", "Bearer t0k"); code != http.StatusBadRequest || !a.Info().Draining {
+		t.Errorf("drain?cancel=maybe: %d %s; want 400 and the drain kept", code, body)
+	}
+	if code, body := do(t, h, "POST", "/v1/drain?cancel=true", "10.1.2.3:5000", "Bearer t0k"); code != http.StatusOK || a.Info().Draining {
+		t.Errorf("drain cancel: %d %s, draining %v", code, body, a.Info().Draining)
+	}
+	code, body = do(t, h, "GET", "/v1/jobs/billing/history", "10.1.2.3:5000", "")
+	if code != http.StatusOK || !strings.Contains(body, `"reason": "elected"`) || !strings.Contains(body, `"token": 42`) {
+		t.Errorf("history: %d %s", code, body)
+	}
+	if code, _ := do(t, h, "GET", "/v1/jobs/nope/history", "10.1.2.3:5000", ""); code != http.StatusNotFound {
+		t.Errorf("history of an unknown job: %d, want 404", code)
 	}
 }

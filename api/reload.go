@@ -9,13 +9,10 @@ import (
 // ReloadStatus is the outcome of one configuration reload (SIGHUP or
 // POST /v1/reload). A rejected configuration leaves the old one running.
 type ReloadStatus struct {
-	Time      time.Time `json:"time"`
-	OK        bool      `json:"ok"`
-	Error     string    `json:"error,omitempty"`
-	Kept      []string  `json:"kept"`
-	Restarted []string  `json:"restarted"`
-	Added     []string  `json:"added"`
-	Removed   []string  `json:"removed"`
+	Time  time.Time `json:"time"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+	Changes
 }
 
 // reload runs a reload and answers 200 with its summary, or 422 when the

@@ -117,3 +117,24 @@ func TestProcCPUGrows(t *testing.T) {
 		t.Errorf("RSS = %d bytes, want at least 1 MiB", rss)
 	}
 }
+
+// The window's memory readings split RSS into the process's own memory and
+// the mapped files (the binary), which add up to it.
+func TestMemSamples(t *testing.T) {
+	var m memSamples
+	for range 3 {
+		m.add(os.Getpid())
+	}
+	rss, anon, file, rssMax := m.mean()
+	if anon < 1<<20 || file < 1<<20 {
+		t.Errorf("anon %d, file %d bytes: want at least 1 MiB of each (heap, binary)", anon, file)
+	}
+	if anon+file > rss || rss-(anon+file) > 16<<20 || rssMax < rss {
+		t.Errorf("RSS %d (max %d) is not anon %d + file %d (+ shared memory)", rss, rssMax, anon, file)
+	}
+	var none memSamples
+	none.add(1 << 30) // no such process
+	if rss, _, _, _ := none.mean(); rss != 0 {
+		t.Errorf("no process: RSS %d, want 0", rss)
+	}
+}

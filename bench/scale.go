@@ -39,7 +39,12 @@ type scaleResult struct {
 	renewWhat string
 	agentOps  map[string]float64
 	cpu       float64 // agent CPU, cores
-	rss, hwm  int64   // bytes
+	rss, hwm  int64   // bytes: mean VmRSS over the window, VmHWM at its end
+	// The window's mean of RssAnon (the process's own memory: Go's heap
+	// and runtime, SQLite's cache) and RssFile (pages of the binary and
+	// other mapped files, shared and reclaimable), and the largest VmRSS
+	// seen, sampled every second.
+	anon, file, rssMax int64
 	// goroutines is the agent's go_goroutines at the window's end, -1 when
 	// its /metrics has none.
 	goroutines float64
@@ -198,9 +203,13 @@ func scaleOne(ctx context.Context, o *options, st *cluster.Stores, store string,
 		r.err = fmt.Errorf("window start: %w", err)
 		return r
 	}
-	if !sleepCtx(ctx, o.scaleWindow) {
-		r.err = ctx.Err()
-		return r
+	var mem memSamples
+	for end := time.Now().Add(o.scaleWindow); time.Now().Before(end); {
+		mem.add(p.Pid())
+		if !sleepCtx(ctx, min(time.Second, time.Until(end))) {
+			r.err = ctx.Err()
+			return r
+		}
 	}
 	jobs1, err1 := getJobs(ctx, api)
 	m1, err2 := getMetrics(ctx, api+"/metrics")
@@ -220,7 +229,9 @@ func scaleOne(ctx context.Context, o *options, st *cluster.Stores, store string,
 		r.err = fmt.Errorf("window end: %w", err)
 		return r
 	}
-	r.rss, r.hwm = procMem(p.Pid())
+	mem.add(p.Pid())
+	_, r.hwm = procMem(p.Pid())
+	r.rss, r.anon, r.file, r.rssMax = mem.mean()
 	r.goroutines = -1
 	if hasMetric(m1, "go_goroutines") {
 		r.goroutines = sumMetric(m1, "go_goroutines")
@@ -407,6 +418,48 @@ func procCPU(pid int) (float64, error) {
 	return (ut + st) / 100, nil
 }
 
+// memSamples accumulates readings of /proc/PID/status.
+type memSamples struct {
+	n               int64
+	rss, anon, file int64 // sums
+	rssMax          int64
+}
+
+func (m *memSamples) add(pid int) {
+	f := procStatus(pid)
+	if f["VmRSS:"] == 0 {
+		return // exited, or no /proc
+	}
+	m.n++
+	m.rss += f["VmRSS:"]
+	m.anon += f["RssAnon:"]
+	m.file += f["RssFile:"]
+	m.rssMax = max(m.rssMax, f["VmRSS:"])
+}
+
+// mean is the mean VmRSS, RssAnon and RssFile, and the largest VmRSS.
+func (m *memSamples) mean() (rss, anon, file, rssMax int64) {
+	if m.n == 0 {
+		return 0, 0, 0, 0
+	}
+	return m.rss / m.n, m.anon / m.n, m.file / m.n, m.rssMax
+}
+
+// procStatus is the sizes of /proc/PID/status, in bytes, by field name
+// ("VmRSS:").
+func procStatus(pid int) map[string]int64 {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) == 3 && fs[2] == "kB" {
+			kb, _ := strconv.ParseInt(fs[1], 10, 64)
+			out[fs[0]] = kb * 1024
+		}
+	}
+	return out
+}
+
 // procMem is VmRSS and VmHWM (peak RSS) of pid, in bytes.
 func procMem(pid int) (rss, hwm int64) {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
@@ -529,8 +582,9 @@ func writeScale(w io.Writer, rs []scaleResult) {
 			storeOps, renewed, storeCPU = fmt.Sprintf("%.1f", *r.storeOps), fmt.Sprintf("%.0f", r.renewed), fmt.Sprintf("%.0f %%", r.storeCPU*100)
 		}
 		note := fmt.Sprintf("window %s; %d leading at its start", r.window, r.leading)
+		rss := fmt.Sprintf("%d MiB (anon %d + file %d; max %d)", r.rss>>20, r.anon>>20, r.file>>20, r.rssMax>>20)
 		t.add(r.store, strconv.Itoa(r.jobs), r.tm.String(), lead, held,
-			fmt.Sprintf("%d MiB", r.rss>>20), fmt.Sprintf("%d MiB", r.hwm>>20), fmt.Sprintf("%.1f %%", r.cpu*100), gor,
+			rss, fmt.Sprintf("%d MiB", r.hwm>>20), fmt.Sprintf("%.1f %%", r.cpu*100), gor,
 			strings.Join(ops, ", "), storeOps, renewed, storeCPU, note)
 	}
 	t.write(w)
@@ -545,7 +599,7 @@ func writeScale(w io.Writer, rs []scaleResult) {
 			fmt.Fprintf(w, "- %s: store requests/s = %s; store-side renewals/s = %s.\n", r.store, r.storeWhat, r.renewWhat)
 		}
 	}
-	fmt.Fprintln(w, "- CPU is a percentage of one core (user + system, `/proc/PID/stat`) over the window; RSS is VmRSS at the window's end and peak RSS VmHWM (`/proc/PID/status`); goroutines is the agent's own `go_goroutines` gauge; agent lease ops/s are the agent's own `electd_lease_op_seconds_count` by op.")
+	fmt.Fprintln(w, "- CPU is a percentage of one core (user + system, `/proc/PID/stat`) over the window; RSS holding is the mean VmRSS over the window, sampled every second, split into RssAnon (the agent's own memory: Go's heap and runtime, SQLite's cache) and RssFile (pages of the electd binary and other mapped files, shared and reclaimable), with the largest sample; peak RSS is VmHWM at the window's end (`/proc/PID/status`); goroutines is the agent's own `go_goroutines` gauge; agent lease ops/s are the agent's own `electd_lease_op_seconds_count` by op.")
 	fmt.Fprintln(w)
 }
 

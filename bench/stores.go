@@ -84,6 +84,7 @@ func storeVersions(ctx context.Context) [][2]string {
 		{"Redis", ask("redis-server", "--version")},
 		{"etcd", tool("etcd", "", "--version")},
 		{"etcdctl", tool("etcdctl", "", "version")},
+		{"ZooKeeper", ask("java", "-cp", teststore.ZooKeeperJar, "org.apache.zookeeper.version.VersionInfoMain")},
 		{"Azurite", tool("azurite-blob", "azurite/node_modules/.bin/azurite-blob", "--version")},
 		{"Datastore emulator", emulatorVersion()},
 		{"FerretDB", tool("ferretdb", "bin/ferretdb", "--version")},

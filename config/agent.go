@@ -19,6 +19,8 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "log_level"},
 		{Name: "log_format"},
 		{Name: "shutdown_timeout"},
+		{Name: "tags"},
+		{Name: "balance"},
 	},
 }
 
@@ -45,6 +47,7 @@ func (l *loader) decodeAgents(blocks []*hcl.Block) (*agentDecl, hcl.Diagnostics)
 			LogLevel:        "info",
 			LogFormat:       "text",
 			ShutdownTimeout: DefaultShutdownTimeout,
+			Balance:         true,
 		}, shutdownOK: true}, diags
 	}
 	a, d := l.decodeAgentBlock(blocks[0])
@@ -60,7 +63,14 @@ func (l *loader) decodeAgentBlock(block *hcl.Block) (*agentDecl, hcl.Diagnostics
 		APIToken:  b.line("api_token", ""),
 		LogLevel:  b.enum("log_level", "info", "trace", "debug", "info", "warn", "error"),
 		LogFormat: b.enum("log_format", "text", "text", "json"),
+		Tags:      b.tags("tags"),
+		Balance:   b.boolean("balance", true),
 	}}
+	if _, ok := a.Tags[TagNode]; ok {
+		diags = append(diags, errorf(b.rangeOf("tags", block.DefRange), "Reserved tag",
+			"The tag %q is always this node's node_id; set node_id instead.", TagNode))
+		delete(a.Tags, TagNode)
+	}
 	l.secret(a.APIToken)
 	a.nodeIDRange = b.rangeOf("node_id", block.DefRange)
 	a.shutdownRange = b.rangeOf("shutdown_timeout", block.DefRange)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"math/big"
+	"regexp"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -308,3 +309,48 @@ func eventAttrList() string {
 func quoteList(xs []string) string { return joinQuoted(xs, "or") }
 
 func joinQuoted(xs []string, conj string) string { return providers.JoinQuoted(xs, conj) }
+
+// TagNode is the tag every node has: its node_id.
+const TagNode = "node"
+
+// MaxTagsLen bounds the tags of a node as they travel in its membership
+// record (names, values and punctuation).
+const MaxTagsLen = 160
+
+var tagNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// tags is a map of tag names to values known at load time: the agent's
+// tags, a job's constraint and prefer.
+func (b attrs) tags(name string) map[string]string {
+	v, a := b.value(name, cty.Map(cty.String))
+	if v.IsNull() || !v.IsKnown() {
+		return nil
+	}
+	out := map[string]string{}
+	size := 0
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		key := k.AsString()
+		switch {
+		case !tagNameRe.MatchString(key):
+			b.add(errorf(a.Expr.Range(), "Invalid tag name",
+				"The tag name %q in %s must start with a letter or digit and hold only letters, digits, \"_\", \".\" and \"-\".", key, name))
+			continue
+		case e.IsNull() || !e.IsKnown():
+			b.add(errorf(a.Expr.Range(), "Invalid tag value", "The value of %q in %s must be a known string.", key, name))
+			continue
+		}
+		val := e.AsString()
+		if detail := providers.NotOneLine(name+"."+key, val); detail != "" {
+			b.add(errorf(a.Expr.Range(), "Invalid tag value", "%s", detail))
+			continue
+		}
+		out[key] = val
+		size += len(key) + len(val) + 6
+	}
+	if size > MaxTagsLen {
+		b.add(errorf(a.Expr.Range(), "Too many tags",
+			"The %s take %d bytes; at most %d fit in the record other agents read.", name, size, MaxTagsLen))
+	}
+	return out
+}

@@ -105,6 +105,7 @@ var EventType = cty.Object(map[string]cty.Type{
 	"previous_leader": cty.String,
 	"token":           cty.String,
 	"time":            cty.String,
+	"reason":          cty.String,
 })
 
 // Value is the event as the cty object expressions see.
@@ -121,6 +122,7 @@ func (e Event) Value() cty.Value {
 		"previous_leader": cty.StringVal(e.PreviousLeader),
 		"token":           cty.StringVal(e.TokenString()),
 		"time":            cty.StringVal(t),
+		"reason":          cty.StringVal(e.Reason),
 	})
 }
 

@@ -38,8 +38,12 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "ttl"},
 		{Name: "renew_every"},
 		{Name: "retry_every"},
+		{Name: "constraint"},
+		{Name: "prefer"},
+		{Name: "prefer_settle"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "health"},
 		{Type: "run"},
 		{Type: "task"},
 		{Type: hookElected},
@@ -62,6 +66,28 @@ var runSchema = &hcl.BodySchema{
 		{Name: "hold_off"},
 	},
 }
+
+var healthSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "command"},
+		{Name: "http"},
+		{Name: "env"},
+		{Name: "dir"},
+		{Name: "interval"},
+		{Name: "timeout"},
+		{Name: "failures"},
+		{Name: "successes"},
+	},
+}
+
+// Health check defaults.
+const (
+	DefaultHealthInterval  = 10 * time.Second
+	DefaultHealthTimeout   = 2 * time.Second
+	DefaultHealthFailures  = 3
+	DefaultHealthSuccesses = 2
+	DefaultPreferSettle    = 5 * time.Second
+)
 
 var taskSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
@@ -180,10 +206,27 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 			"The retry_every must be longer than zero: it is the pause between attempts to take the lease."))
 	}
 
+	j.Constraint = b.tags("constraint")
+	j.Prefer = b.tags("prefer")
+	var settleOK bool
+	if j.PreferSettle, settleOK = b.duration("prefer_settle", DefaultPreferSettle); settleOK && b.has("prefer_settle") && !b.has("prefer") {
+		diags = append(diags, errorf(b.rangeOf("prefer_settle", block.DefRange), "prefer_settle without prefer",
+			"The prefer_settle is how long a preferred node must have been fit before it takes the job over; it needs a prefer map."))
+	}
+
 	hooks := map[string]*hcl.Block{}
-	var runBlock, taskBlock *hcl.Block
+	var runBlock, taskBlock, healthBlock *hcl.Block
 	for _, sub := range content.Blocks {
 		switch sub.Type {
+		case "health":
+			if healthBlock != nil {
+				diags = append(diags, errorf(sub.DefRange, "Duplicate health block", "A job has at most one health block; the first is at %s.", healthBlock.DefRange))
+				continue
+			}
+			healthBlock = sub
+			h, d := l.decodeHealthBlock(sub)
+			diags = append(diags, d...)
+			j.Health = h
 		case "run", "task":
 			if prev := firstNonNil(runBlock, taskBlock); prev != nil {
 				summary, detail := "Conflicting run and task", "A job has at most one of run and task; this job already has a %s block at %s."
@@ -234,6 +277,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 	}
 	j.src = l.blockSource(block)
 	j.reads = l.rec.block
+	j.values = l.jobValues(block)
 	return j, diags
 }
 
@@ -398,6 +442,69 @@ func everyDelay(text string) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+func (l *loader) decodeHealthBlock(block *hcl.Block) (*Health, hcl.Diagnostics) {
+	content, diags := block.Body.Content(healthSchema)
+	b := l.attrs(content.Attributes, block, &diags)
+	h := &Health{}
+	switch {
+	case b.has("command") && b.has("http"):
+		diags = append(diags, errorf(b.rangeOf("http", block.DefRange), "Conflicting health checks",
+			"A health block has either a command (exit 0 = healthy) or an http URL (2xx = healthy), not both."))
+	case b.has("command"):
+		c := b.commandBlock(block)
+		h.Command = &c
+	case b.has("http"):
+		h.HTTP = b.line("http", "")
+		if b.known("http") {
+			u, err := url.Parse(h.HTTP)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				diags = append(diags, errorf(b.rangeOf("http", block.DefRange), "Invalid health URL",
+					"The http check must be an absolute http:// or https:// URL, such as \"http://127.0.0.1:8080/healthz\"."))
+			} else {
+				l.secret(urlSecrets(u)...)
+			}
+		}
+		for _, name := range []string{"env", "dir"} {
+			if b.has(name) {
+				diags = append(diags, errorf(b.rangeOf(name, block.DefRange), "Unexpected "+name,
+					"The %s of a health block applies to its command; an http check has none.", name))
+			}
+		}
+	default:
+		diags = append(diags, errorf(block.DefRange, "Missing health check",
+			"A health block needs a command (exit 0 = healthy), such as command = [\"/usr/local/bin/ready\"], or an http URL (2xx = healthy)."))
+	}
+	var ok bool
+	if h.Interval, ok = b.duration("interval", DefaultHealthInterval); ok && h.Interval == 0 {
+		diags = append(diags, errorf(b.rangeOf("interval", block.DefRange), "Invalid interval", "The interval must be longer than zero."))
+		h.Interval = DefaultHealthInterval
+	}
+	if h.Timeout, ok = b.duration("timeout", DefaultHealthTimeout); ok {
+		switch {
+		case h.Timeout == 0:
+			diags = append(diags, errorf(b.rangeOf("timeout", block.DefRange), "Invalid timeout", "The timeout must be longer than zero: a check that hangs counts as failed at its timeout."))
+			h.Timeout = DefaultHealthTimeout
+		case h.Timeout > h.Interval:
+			diags = append(diags, errorf(b.rangeOf("timeout", block.DefRange), "Invalid timeout",
+				"The timeout (%s) must not be longer than the interval (%s): checks run one at a time.", h.Timeout, h.Interval))
+		}
+	}
+	for _, c := range []struct {
+		name string
+		to   *int
+		def  int
+		what string
+	}{{"failures", &h.Failures, DefaultHealthFailures, "failed checks in a row after which a leader steps down"},
+		{"successes", &h.Successes, DefaultHealthSuccesses, "passed checks in a row after which a node competes again"}} {
+		*c.to, _ = b.integer(c.name, c.def)
+		if *c.to < 1 {
+			diags = append(diags, errorf(b.rangeOf(c.name, block.DefRange), "Invalid "+c.name, "The %s must be at least 1: it counts the %s.", c.name, c.what))
+			*c.to = c.def
+		}
+	}
+	return h, diags
 }
 
 func (l *loader) decodeTaskBlock(block *hcl.Block) (*Task, hcl.Diagnostics) {

@@ -205,7 +205,7 @@ func TestLoadValid(t *testing.T) {
 			name:  "full job on postgres",
 			paths: []string{"testdata/valid/full.hcl"},
 			check: func(t *testing.T, cfg *Config) {
-				eq(t, "agent", cfg.Agent, Agent{NodeID: "web-1", Listen: "0.0.0.0:8790", APIToken: "tok-123", LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 45 * time.Second})
+				eq(t, "agent", cfg.Agent, Agent{NodeID: "web-1", Listen: "0.0.0.0:8790", APIToken: "tok-123", LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 45 * time.Second, Balance: true})
 				eq(t, "providers", cfg.Providers, []Provider{{Type: "sql", Name: "main", Settings: &sqlprovider.Settings{Driver: "postgres", DSN: "postgres://u:pw@db/electd", Table: "electd_leases"}}})
 				j := job(t, cfg, "billing-sync")
 				eq(t, "provider", j.Provider, "sql.main")
@@ -635,5 +635,65 @@ func TestParseSignal(t *testing.T) {
 				t.Errorf("ParseSignal(%q) = %v, %v", tt.in, got, ok)
 			}
 		})
+	}
+}
+
+// Placement and health are decoded as written, with their defaults.
+func TestLoadPlacementAndHealth(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fleet.hcl")
+	src := `agent {
+  tags = { zone = "eu-1", role = "batch" }
+}
+job "etl" {
+  constraint    = { role = "batch" }
+  prefer        = { zone = "eu-1" }
+  prefer_settle = "10s"
+  health {
+    command   = ["/usr/local/bin/etl-ready", "--quick"]
+    interval  = "5s"
+    timeout   = "2s"
+    failures  = 4
+    successes = 1
+  }
+}
+job "web" {
+  health {
+    http = "http://127.0.0.1:8080/healthz"
+  }
+}
+job "plain" {}
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, path)
+	if a := cfg.Agent; a.Tags["zone"] != "eu-1" || a.Tags["role"] != "batch" || len(a.Tags) != 2 || !a.Balance {
+		t.Errorf("agent: tags %v balance %v; want the two tags and balance on by default", a.Tags, a.Balance)
+	}
+	etl, _ := cfg.ByName("etl")
+	if etl.Constraint["role"] != "batch" || etl.Prefer["zone"] != "eu-1" || etl.PreferSettle != 10*time.Second {
+		t.Errorf("etl placement: %v %v %s", etl.Constraint, etl.Prefer, etl.PreferSettle)
+	}
+	h := etl.Health
+	if h == nil || h.Command == nil || h.HTTP != "" || h.Interval != 5*time.Second || h.Timeout != 2*time.Second || h.Failures != 4 || h.Successes != 1 {
+		t.Fatalf("etl health: %+v", h)
+	}
+	if argv, err := h.Command.Argv.Eval(Event{}); err != nil || strings.Join(argv, " ") != "/usr/local/bin/etl-ready --quick" {
+		t.Errorf("etl health command: %v %v", argv, err)
+	}
+	web, _ := cfg.ByName("web")
+	if h := web.Health; h == nil || h.HTTP != "http://127.0.0.1:8080/healthz" || h.Command != nil ||
+		h.Interval != DefaultHealthInterval || h.Timeout != DefaultHealthTimeout || h.Failures != DefaultHealthFailures || h.Successes != DefaultHealthSuccesses {
+		t.Errorf("web health (defaults): %+v", h)
+	}
+	plain, _ := cfg.ByName("plain")
+	if plain.Health != nil || plain.Constraint != nil || plain.Prefer != nil || plain.PreferSettle != DefaultPreferSettle {
+		t.Errorf("plain job: %+v", plain)
+	}
+	off := filepath.Join(dir, "off.hcl")
+	os.WriteFile(off, []byte("agent {\n  balance = false\n}\n"), 0o644)
+	if load(t, off).Agent.Balance {
+		t.Error("balance = false is not kept")
 	}
 }

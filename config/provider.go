@@ -120,7 +120,7 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 	b.Check(settings.Validate())
 	diags = append(diags, b.Diags...)
 
-	p := &providerDecl{Provider: Provider{Type: typ, Name: name, Settings: settings}, DeclRange: block.DefRange}
+	p := &providerDecl{Provider: Provider{Type: typ, Name: name, Settings: settings, values: l.providerValues(block, content.Attributes)}, DeclRange: block.DefRange}
 	p.src = l.blockSource(block)
 	p.reads = l.rec.block
 	l.secret(settings.Secrets()...)

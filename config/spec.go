@@ -55,6 +55,12 @@ type Agent struct {
 	LogLevel        string // trace|debug|info|warn|error
 	LogFormat       string // text|json
 	ShutdownTimeout time.Duration
+	// Tags are this node's labels for placement (constraint, prefer);
+	// "node" is always the node_id.
+	Tags map[string]string
+	// Balance spreads the jobs of each provider over the live agents
+	// (default true); false keeps leadership where it first landed.
+	Balance bool
 }
 
 // Provider is a `provider "TYPE" "NAME"` block. Settings are typed by the
@@ -63,6 +69,8 @@ type Provider struct {
 	Type     string
 	Name     string
 	Settings providers.Settings
+
+	values attrValues // hashed, for ChangedSettings
 }
 
 // Ref is how jobs name the provider: "TYPE.NAME".
@@ -112,10 +120,21 @@ type Job struct {
 	OnDemoted      []Action
 	OnLeaderChange []Action
 
+	// Placement: only nodes whose tags match every pair of Constraint may
+	// lead; nodes matching Prefer lead when one is alive, healthy and has
+	// been so for PreferSettle.
+	Constraint   map[string]string
+	Prefer       map[string]string
+	PreferSettle time.Duration
+	// Health is the leader's fitness check (nil: always fit).
+	Health *Health
+
 	// Fingerprint changes when anything that affects how the job runs
 	// changes (its block, its provider's settings, the env values it
 	// read). Reload keeps a job whose fingerprint is the same.
 	Fingerprint string
+
+	values attrValues // hashed, for ChangedAttributes
 }
 
 // StopTimeout is the stop_timeout of the job's run or task, 0 without either:
@@ -152,6 +171,19 @@ type Run struct {
 	MaxFailures   int           // default 5
 	FailureWindow time.Duration // default 1m
 	HoldOff       time.Duration // default 1m
+}
+
+// Health is a job's `health` block: a command (exit 0) or an HTTP GET (2xx)
+// run every Interval on every node, leader or not. Failures in a row make a
+// leader step down and a candidate stop competing; Successes in a row make
+// it compete again.
+type Health struct {
+	Command   *Command // nil when HTTP is set
+	HTTP      string
+	Interval  time.Duration
+	Timeout   time.Duration
+	Failures  int
+	Successes int
 }
 
 // Task is a `task` block: a command run on schedule by the leader only.
@@ -211,6 +243,10 @@ type Event struct {
 	PreviousLeader string
 	Token          uint64
 	Time           time.Time
+	// Reason says why a term ended (on_demoted: lost, released, unhealthy,
+	// preempted, balanced, drained, ...) or began (elected); the agent
+	// package lists them.
+	Reason string
 }
 
 // TokenString is the fencing token as commands and webhooks see it.
@@ -224,6 +260,7 @@ func (e Event) Environ() []string {
 		"ELECTD_NODE=" + e.Node,
 		"ELECTD_LEADER=" + e.Leader,
 		"ELECTD_TOKEN=" + e.TokenString(),
+		"ELECTD_REASON=" + e.Reason,
 	}
 }
 

@@ -53,7 +53,7 @@ const (
 var agentKinds = []string{faultCannotStart, faultDupNode, faultBadReload, faultSetsid, faultStopAfterStart, faultClosedOutput}
 
 // allStores are the stores of the suite, in the order they run.
-var allStores = []string{"sqlite", "postgres", "mysql", "redis", "etcd"}
+var allStores = []string{"sqlite", "postgres", "mysql", "redis", "etcd", "zookeeper", "nats"}
 
 // kinds is the faults a store supports, in the order the short form runs them.
 func kinds(st *store) []string {

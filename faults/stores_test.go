@@ -50,6 +50,10 @@ func newStore(t *testing.T, name string) *store {
 		return redisStore(t)
 	case "etcd":
 		return etcdStore(t)
+	case "zookeeper":
+		return zookeeperStore(t)
+	case "nats":
+		return natsStore(t)
 	}
 	t.Fatalf("unknown store %q", name)
 	return nil
@@ -258,6 +262,70 @@ func etcdStore(t *testing.T) *store {
 		stallHow:  "SIGSTOP of etcd, then SIGCONT",
 		restarted: "SIGKILL, then etcd again on the same ports and data directory",
 	}
+}
+
+// zookeeperStore is a private standalone ZooKeeper (tickTime 100 ms),
+// restarted on its own data: its transaction log keeps the tokens and the
+// open sessions, as in production.
+func zookeeperStore(t *testing.T) *store {
+	dir := t.TempDir()
+	port := teststore.MustFreePort(t)
+	addr, p := teststore.StartZooKeeperAt(t, dir, port)
+	root := "/faults-" + ec.RandomSuffix()
+	return &store{
+		name:     "zookeeper",
+		upstream: addr,
+		block: func(addr string) string {
+			return ec.ZooKeeperBlock(root, []string{addr}, ec.Str("connect_timeout", "2s"))
+		},
+		restart: func() error {
+			p.Stop()
+			_, np, err := teststore.StartZooKeeperProc(dir, port)
+			if err != nil {
+				return fmt.Errorf("restart zookeeper: %w", err)
+			}
+			p = np
+			t.Cleanup(np.Stop)
+			return nil
+		},
+		stall:     func(d time.Duration) error { return freeze(p, d) },
+		stallHow:  "SIGSTOP of the ZooKeeper server, then SIGCONT",
+		restarted: "SIGKILL, then ZooKeeper again on the same port and data directory",
+	}
+}
+
+// natsStore is a private nats-server with JetStream, restarted on its own
+// store directory: the server has written what it acknowledged before it
+// answers, so a SIGKILL (not a power loss) loses no record.
+func natsStore(t *testing.T) *store {
+	dir := t.TempDir()
+	port := teststore.MustFreePort(t)
+	p, err := teststore.StartNATSAt(t, dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := "faults_" + ec.RandomSuffix()
+	s := &store{
+		name:     "nats",
+		upstream: teststore.Addr(port),
+		block: func(addr string) string {
+			return ec.NATSBlock(bucket, []string{addr}, ec.Str("connect_timeout", "2s"))
+		},
+		stallHow:  "SIGSTOP of nats-server, then SIGCONT",
+		restarted: "SIGKILL, then nats-server again on the same port and store directory",
+	}
+	s.restart = func() error {
+		p.Stop()
+		_, np, err := teststore.StartNATSProc(dir, port)
+		if err != nil {
+			return fmt.Errorf("restart nats: %w", err)
+		}
+		p = np
+		t.Cleanup(np.Stop)
+		return nil
+	}
+	s.stall = func(d time.Duration) error { return freeze(p, d) }
+	return s
 }
 
 func freeze(p *teststore.Proc, d time.Duration) error {

@@ -143,6 +143,9 @@ type JobSample struct {
 	Leader bool
 	// The leadership events this node saw, by type.
 	Elected, Demoted, LeaderChanges uint64
+	// Eligible: the job's constraint admits this node. Healthy is the
+	// job's health check here, when it has one.
+	Eligible, HasHealth, Healthy bool
 }
 
 // CollectJobs sets where electd_is_leader and electd_transitions_total come
@@ -160,7 +163,18 @@ var (
 		"1 while this node leads the job, else 0.", []string{"job"}, nil)
 	transitionsDesc = prometheus.NewDesc("electd_transitions_total",
 		"Leadership events seen by this node, by type (elected, demoted, leader_change).", []string{"job", "type"}, nil)
+	healthyDesc = prometheus.NewDesc("electd_job_healthy",
+		"1 while the job's health check passes on this node, else 0 (jobs with a health block).", []string{"job"}, nil)
+	eligibleDesc = prometheus.NewDesc("electd_job_eligible",
+		"1 when the job's constraint admits this node, else 0.", []string{"job"}, nil)
 )
+
+func gauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 type jobsCollector struct {
 	mu     sync.Mutex
@@ -170,6 +184,8 @@ type jobsCollector struct {
 func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- isLeaderDesc
 	ch <- transitionsDesc
+	ch <- healthyDesc
+	ch <- eligibleDesc
 }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -180,11 +196,11 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, s := range sample() {
-		v := 0.0
-		if s.Leader {
-			v = 1
+		ch <- prometheus.MustNewConstMetric(isLeaderDesc, prometheus.GaugeValue, gauge(s.Leader), s.Job)
+		ch <- prometheus.MustNewConstMetric(eligibleDesc, prometheus.GaugeValue, gauge(s.Eligible), s.Job)
+		if s.HasHealth {
+			ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, gauge(s.Healthy), s.Job)
 		}
-		ch <- prometheus.MustNewConstMetric(isLeaderDesc, prometheus.GaugeValue, v, s.Job)
 		for _, t := range []struct {
 			typ string
 			n   uint64

@@ -23,6 +23,10 @@ type Type struct {
 	// the settings' Validate, the one the store's constructor runs, so a
 	// block that loads cleanly is one the store opens (short of connecting).
 	Decode func(b *Block) Settings
+	// URL, when set, reads the store's settings from one URL, for the
+	// commands that take no configuration file (`electd lock -provider
+	// URL`). Nil for a store without a natural URL form.
+	URL *URLForm
 }
 
 // Settings are a provider block's values, typed by the store's package.

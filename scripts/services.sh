@@ -3,14 +3,18 @@
 # installing whatever is missing. Idempotent: `make test` calls it every time.
 #
 #   postgres mariadb redis  servers that come with this machine image; started when down
+#   nats                    nats-server with JetStream on 127.0.0.1:4222 (Debian's 2.9); started when down
 #   etcd                    Debian's etcd-server and etcd-client (etcd, etcdctl)
 #   azurite                 the Azure Storage emulator from npm, into .cache/azurite
 #   datastore               checks the Google Datastore emulator of the image and Java
 #   ferretdb                FerretDB (MongoDB wire protocol) built into .cache/bin
+#   zookeeper               Debian's zookeeper (3.8): the server jars under /usr/share/java
+#   lintian                 Debian's lintian and zsh, for the package test (systest/deb_test.go)
+#   chromium                Debian's chromium, for the status page's browser test (systest/ui_test.go)
 #
 # The servers that tests need several of, or on ports of their own (extra
-# redis-servers, etcd, Azurite, the Datastore emulator, FerretDB), are started
-# by the tests themselves (package internal/teststore) and stopped with them.
+# redis-servers, etcd, Azurite, the Datastore emulator, FerretDB, ZooKeeper),
+# are started by the tests themselves (package internal/teststore) and stopped with them.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -66,7 +70,7 @@ redis() {
 }
 
 etcd() {
-	if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then return 0; fi
+	if type -P etcd >/dev/null && type -P etcdctl >/dev/null; then return 0; fi
 	log "installing etcd-server and etcd-client (Debian)"
 	apt_install etcd-server etcd-client
 	# Debian's package starts a system etcd on :2379; the tests run their own.
@@ -122,6 +126,52 @@ ferretdb() {
 	rm -rf "$tmp"
 }
 
-want=${*:-postgres mariadb redis etcd azurite datastore ferretdb}
+zookeeper() {
+	if [ -f /usr/share/java/zookeeper.jar ] && [ -f /usr/share/java/slf4j-simple.jar ] && command -v java >/dev/null; then
+		return 0
+	fi
+	# Not zookeeperd: it would start a system server on :2181. The tests
+	# start their own standalone servers (internal/teststore/zookeeper.go).
+	log "installing zookeeper and libslf4j-java (Debian)"
+	apt_install zookeeper libslf4j-java
+}
+
+nats_js_up() { # the server on 4222 greets with JetStream on
+	timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/4222 && head -n 1 <&3' 2>/dev/null | grep -q '"jetstream":true'
+}
+
+nats() {
+	if nats_js_up; then return 0; fi
+	if ! [ -x /usr/sbin/nats-server ]; then
+		log "installing nats-server (Debian)"
+		apt_install nats-server
+	fi
+	# The tests' provider package uses this server (a bucket per test); the
+	# tests that stop or restart NATS start their own (internal/teststore/nats.go).
+	log "starting nats-server with JetStream on 127.0.0.1:4222"
+	mkdir -p /var/lib/nats-server
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+	wait_for nats 40 nats_js_up
+}
+
+lintian() {
+	# `make deb` needs only dpkg-deb; the test of the package also runs
+	# lintian on it and `zsh -n` on its zsh completion.
+	# type -P: `command -v lintian` would find this very function.
+	if type -P lintian >/dev/null && type -P zsh >/dev/null; then return 0; fi
+	log "installing lintian and zsh (Debian)"
+	apt_install lintian zsh
+}
+
+chromium() {
+	# The status page is tested in a real browser: headless, from the command
+	# line (--dump-dom, --screenshot); no driver or CDP client is needed.
+	if type -P chromium >/dev/null; then return 0; fi
+	log "installing chromium (Debian)"
+	apt_install chromium
+}
+
+want=${*:-postgres mariadb redis nats etcd azurite datastore ferretdb zookeeper lintian chromium}
 for s in $want; do "$s"; done
 log "ready: $want"

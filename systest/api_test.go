@@ -294,9 +294,10 @@ func tableRow(t *testing.T, table, key string) map[string]string {
 	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
 	header := lines[0]
 	// Header words are single words except "LEASE EXPIRES" and "LAST ERROR".
+	// The state "not eligible" is two words in a column of its own.
 	var cols []string
 	var offs []int
-	for _, c := range []string{"JOB", "PROVIDER", "STATE", "LEADER", "HOLDER", "TOKEN", "SINCE", "LEASE EXPIRES", "EXPIRES", "LAST ERROR"} {
+	for _, c := range []string{"JOB", "PROVIDER", "STATE", "LEADER", "HOLDER", "TOKEN", "SINCE", "LEASE EXPIRES", "EXPIRES", "HEALTH", "NOTE", "LAST ERROR"} {
 		i := strings.Index(header, c)
 		if i < 0 || (c == "EXPIRES" && strings.Contains(header, "LEASE EXPIRES")) {
 			continue
@@ -512,7 +513,7 @@ func TestAPIAndCLI(t *testing.T) {
 		lead := b.job("billing")
 		row := tableRow(t, out, "billing")
 		if row["STATE"] != "leader" || row["LEADER"] != "node-b" || row["TOKEN"] != strconv.FormatUint(lead.Token, 10) ||
-			!strings.HasSuffix(row["SINCE"], "ago") || !strings.HasPrefix(row["LEASE EXPIRES"], "in ") || row["LAST ERROR"] != "-" {
+			!strings.HasSuffix(row["SINCE"], "ago") || !strings.HasPrefix(row["LEASE EXPIRES"], "in ") || row["NOTE"] != "-" || row["HEALTH"] != "-" {
 			t.Errorf("billing row %v:\n%s", row, out)
 		}
 		row = tableRow(t, out, "audit")

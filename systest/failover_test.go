@@ -23,7 +23,7 @@ type store struct {
 func stores() []store {
 	polled := defaultTiming.Retry*12/10 + time.Second // no notification: the next retry
 	var out []store
-	for _, name := range []string{"sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "azure_blob", "datastore"} {
+	for _, name := range []string{"sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "zookeeper", "nats", "azure_blob", "datastore"} {
 		st := store{name: name, tm: defaultTiming, handover: polled}
 		if cluster.Notifies(name) {
 			// PostgreSQL and Redis announce a release, and etcd watches:
@@ -35,6 +35,10 @@ func stores() []store {
 			// etcd rounds a lease up to whole seconds and sweeps expired
 			// ones about every 0.5 s.
 			st.crashSlack = 1500 * time.Millisecond
+		case "zookeeper":
+			// ZooKeeper checks session expiry once a tick (100 ms on the
+			// test server); the watch then wakes the candidates.
+			st.crashSlack = 200 * time.Millisecond
 		case "azure_blob":
 			// Azure blob leases last 15 to 60 s.
 			st.tm = cluster.Timing{TTL: 15 * time.Second, Renew: 4 * time.Second, Retry: 500 * time.Millisecond, Stop: time.Second}

@@ -1,6 +1,7 @@
 package systest
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,31 +12,83 @@ import (
 )
 
 // make install lays out the binary (stamped with version and commit), the
-// unit and an example configuration under DESTDIR, and that configuration
-// passes check.
+// unit where systemd looks for a vendor's units, naming that binary, the man
+// page, the completions, the documentation, /etc/default/electd and an
+// /etc/electd that runs nothing; systemd accepts the unit as installed, for
+// the default PREFIX and for PREFIX=/usr. A second install leaves the
+// administrator's /etc alone.
 func TestMakeInstall(t *testing.T) {
-	dest := t.TempDir()
-	out, err := exec.Command("make", "-C", "..", "install", "DESTDIR="+dest).CombinedOutput()
-	if err != nil {
-		t.Fatalf("make install: %v\n%s", err, out)
-	}
-	for _, f := range []string{"usr/local/bin/electd", "etc/systemd/system/electd.service",
-		"etc/electd/electd.hcl", "usr/local/share/doc/electd/operations.md"} {
-		if _, err := os.Stat(filepath.Join(dest, f)); err != nil {
-			t.Errorf("make install did not install %s: %v", f, err)
-		}
-	}
-	bin := filepath.Join(dest, "usr/local/bin/electd")
-	v, err := exec.Command(bin, "version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, _ := exec.Command("git", "rev-parse", "HEAD").Output()
-	if c := strings.TrimSpace(string(commit)); c != "" && !strings.Contains(string(v), c) {
-		t.Errorf("electd version = %q, want the commit %s stamped in", v, c)
-	}
-	if out, err := exec.Command(bin, "check", "-config", filepath.Join(dest, "etc/electd")).CombinedOutput(); err != nil {
-		t.Errorf("the installed configuration fails check: %v\n%s", err, out)
+	for _, c := range []struct {
+		prefix, bin, unit, zsh string
+	}{
+		{"", "usr/local/bin/electd", "usr/local/lib/systemd/system/electd.service", "usr/local/share/zsh/site-functions/_electd"},
+		{"/usr", "usr/bin/electd", "lib/systemd/system/electd.service", "usr/share/zsh/vendor-completions/_electd"},
+	} {
+		t.Run("PREFIX="+c.prefix, func(t *testing.T) {
+			dest := t.TempDir()
+			args := []string{"-C", "..", "install", "DESTDIR=" + dest}
+			prefix := "/usr/local"
+			if c.prefix != "" {
+				args = append(args, "PREFIX="+c.prefix)
+				prefix = c.prefix
+			}
+			install := func() {
+				t.Helper()
+				if out, err := exec.Command("make", args...).CombinedOutput(); err != nil {
+					t.Fatalf("make install: %v\n%s", err, out)
+				}
+			}
+			install()
+			doc := strings.TrimPrefix(prefix, "/") + "/share/doc/electd"
+			for _, f := range []string{c.bin, c.unit, c.zsh, "etc/default/electd", "etc/electd/electd.hcl",
+				strings.TrimPrefix(prefix, "/") + "/share/man/man1/electd.1.gz",
+				strings.TrimPrefix(prefix, "/") + "/share/bash-completion/completions/electd",
+				doc + "/README.md", doc + "/docs/operations.md", doc + "/docs/providers/sql.md", doc + "/examples/quickstart.hcl"} {
+				if _, err := os.Stat(filepath.Join(dest, f)); err != nil {
+					t.Errorf("make install did not install %s: %v", f, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dest, "etc/systemd")); err == nil {
+				t.Error("make install wrote into /etc/systemd, the administrator's directory")
+			}
+			if st, err := os.Stat(filepath.Join(dest, "etc/default/electd")); err == nil && st.Mode().Perm() != 0o600 {
+				t.Errorf("/etc/default/electd has mode %v, want 0600: it is where secrets go", st.Mode().Perm())
+			}
+			unit, _ := os.ReadFile(filepath.Join(dest, c.unit))
+			for _, want := range []string{"ExecStart=" + prefix + "/bin/electd run -config /etc/electd\n",
+				"file://" + prefix + "/share/doc/electd/docs/operations.md"} {
+				if !strings.Contains(string(unit), want) {
+					t.Errorf("the installed unit lacks %q:\n%s", want, unit)
+				}
+			}
+			verifyUnit(t, dest, "/"+c.unit, prefix+"/share/man")
+
+			bin := filepath.Join(dest, c.bin)
+			v, err := exec.Command(bin, "version").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			commit, _ := exec.Command("git", "rev-parse", "HEAD").Output()
+			if c := strings.TrimSpace(string(commit)); c != "" && !strings.Contains(string(v), c) {
+				t.Errorf("electd version = %q, want the commit %s stamped in", v, c)
+			}
+			renderMan(t, filepath.Join(dest, strings.TrimPrefix(prefix, "/")+"/share/man/man1/electd.1.gz"))
+			checkIdleConfig(t, bin, filepath.Join(dest, "etc/electd"))
+
+			// The administrator's files survive another install.
+			mine := []byte("# mine\n")
+			for _, f := range []string{"etc/default/electd", "etc/electd/electd.hcl"} {
+				if err := os.WriteFile(filepath.Join(dest, f), mine, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			install()
+			for _, f := range []string{"etc/default/electd", "etc/electd/electd.hcl"} {
+				if b, _ := os.ReadFile(filepath.Join(dest, f)); !bytes.Equal(b, mine) {
+					t.Errorf("a second make install replaced /%s", f)
+				}
+			}
+		})
 	}
 }
 

@@ -36,6 +36,9 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) (pos []string, 
 	err := c.Parse(flags)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		if s, ok := stdout.(*helpSink); ok {
+			s.cmd = c // the man page and completions read the command itself
+		}
 		c.usage(stdout)
 		return nil, 0, false
 	case err == nil && len(pos) < c.min:

@@ -51,10 +51,10 @@ func TestArguments(t *testing.T) {
 		code    int
 		stdout  string // a substring of stdout, when not ""
 		stderr  string // a substring of stderr, when not ""
-		request string // the request the agent got, "" for none
+		request string // the requests the agent got, "|" between them, "" for none
 	}{
 		{"status: flags", "status -addr URL -json", 0, "[]", "", "GET /v1/jobs"},
-		{"status: -- alone", "status -addr URL --", 0, "JOB", "", "GET /v1/jobs"},
+		{"status: -- alone", "status -addr URL --", 0, "JOB", "", "GET /v1/jobs|GET /v1/agent"},
 		{"status: extra argument", "status extra", 2, "", `unexpected argument "extra"`, ""},
 		{"status: extra argument before flags", "status extra -addr URL", 2, "", `unexpected argument "extra"`, ""},
 		{"status: extra argument after --", "status -addr URL -- extra", 2, "", `unexpected argument "extra"`, ""},
@@ -69,6 +69,12 @@ func TestArguments(t *testing.T) {
 		{"step-down: flag after -- is a second job", "step-down -- billing -addr URL", 2, "", `unexpected argument "-addr"`, ""},
 		{"step-down: two jobs", "step-down a b -addr URL", 2, "", `unexpected argument "b"`, ""},
 		{"step-down: no job", "step-down -addr URL", 2, "", "missing JOB", ""},
+
+		{"drain: flags", "drain -addr URL -wait 0", 0, "draining", "", "POST /v1/drain"},
+		{"drain: cancel", "drain -cancel -addr URL -token T", 0, "cancelled", "", "POST /v1/drain Bearer T"},
+		{"drain: extra argument", "drain extra", 2, "", `unexpected argument "extra"`, ""},
+		{"history: flags after the job", "history etl -addr URL", 0, "REASON", "", "GET /v1/jobs/etl/history"},
+		{"history: no job", "history -addr URL", 2, "", "missing JOB", ""},
 
 		{"version: extra argument", "version extra", 2, "", `unexpected argument "extra"`, ""},
 		{"version: -- alone", "version --", 0, "electd ", "", ""},
@@ -110,7 +116,7 @@ func TestArguments(t *testing.T) {
 			}
 			var want []string
 			if tc.request != "" {
-				want = []string{tc.request}
+				want = strings.Split(tc.request, "|")
 			}
 			if got := agent.requests(); !reflect.DeepEqual(got, want) {
 				t.Errorf("agent got %q, want %q", got, want)
@@ -154,7 +160,12 @@ func TestHelp(t *testing.T) {
 		"status":    {"Usage: electd status [flags]\n", "-addr URL", `(default "http://127.0.0.1:8790")`, "-json"},
 		"step-down": {"Usage: electd step-down [flags] JOB\n", "-addr URL", `(default "http://127.0.0.1:8790")`, "-token TOKEN", "env ELECTD_API_TOKEN"},
 		"leases":    {"Usage: electd leases [flags] [PATH...]", "-config PATH", "default /etc/electd", "-json", "-timeout duration", "(default 10s)"},
+		"lock":      {"Usage: electd lock [flags] NAME -- COMMAND [ARG...]\n", "-provider URL", "$ELECTD_LOCK_PROVIDER", "-ttl duration", "(default 15s)", "-timeout D", "-stop-timeout D", "Exit status:", "sqlite://", "postgres://", "etcd://"},
 		"version":   {"Usage: electd version\n"},
+		"drain":     {"Usage: electd drain [flags]\n", "-addr URL", "-token TOKEN", "-cancel", "-wait D", "(default 2m0s)"},
+		"history":   {"Usage: electd history [flags] JOB\n", "-addr URL", "-json"},
+		"plan":      {"Usage: electd plan [flags] [PATH...]", "-config PATH", "-addr URL", "-token TOKEN", "-json", "Exit status: 0 when nothing would change, 2 when something would"},
+		"reload":    {"Usage: electd reload [flags]\n", "-addr URL", "-token TOKEN", "-json", "as SIGHUP does"},
 	}
 	var names []string
 	for name := range subcommands {

@@ -22,9 +22,14 @@ Commands:
   run        run the agent (one election loop per job)
   check      parse and validate configuration files
   fmt        rewrite configuration files in canonical format
+  plan       show what a reload would do to a running agent, before doing it
+  reload     make a running agent reload its configuration, and show what it did
   status     show the jobs of a running agent
   step-down  ask a running agent to hand a job over to another node
+  drain      ask a running agent to hand over every job and compete for none
+  history    show the last leadership changes of a job, as an agent saw them
   leases     ask the stores directly who holds each job (no agent needed)
+  lock       run one command under a lease, with no configuration file
   version    print the version
 
 Run 'electd <command> -h' for the flags of a command.
@@ -35,10 +40,15 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"run":       cmdRun,
 	"check":     cmdCheck,
 	"fmt":       cmdFmt,
+	"plan":      cmdPlan,
+	"reload":    cmdReload,
 	"version":   cmdVersion,
 	"status":    cmdStatus,
 	"step-down": cmdStepDown,
+	"drain":     cmdDrain,
+	"history":   cmdHistory,
 	"leases":    cmdLeases,
+	"lock":      cmdLock,
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -54,6 +64,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdVersion(args[1:], stdout, stderr) // extra arguments are refused as for `version`
 	}
 	cmd, ok := subcommands[args[0]]
+	if !ok {
+		cmd, ok = hiddenCommands[args[0]]
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "electd: unknown command %q\n\n%s", args[0], usage)
 		return 2

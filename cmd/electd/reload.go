@@ -25,8 +25,7 @@ type reloader struct {
 	allowPerm bool
 	agent     *agent.Agent
 	log       hclog.Logger
-	started   config.Agent // the agent block in force; it needs a restart to change
-	secrets   *redact.Set  // masks the log and the API; grows with each configuration loaded
+	secrets   *redact.Set // masks the log and the API; grows with each configuration loaded
 
 	mu   sync.Mutex
 	last *api.ReloadStatus
@@ -54,24 +53,51 @@ func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
 	}()
 	opts := loadOptions()
 	opts.AllowUnsafeFiles = r.allowPerm
-	cfg, diags := config.Load(r.paths, opts)
+	cfg, diags := loadLean(r.paths, opts)
 	if diags.HasErrors() {
 		return fail(diagSummary(diags))
 	}
 	// Before anything can log about the new configuration. The old
 	// secrets stay: a line about the old DSN may still come.
 	r.secrets.Add(cfg.Secrets...)
-	if changed := agentBlockChanges(r.started, cfg.Agent); len(changed) > 0 {
-		r.log.Warn("the agent block changed; those settings take effect at the next restart", "attributes", strings.Join(changed, ", "))
-	}
-	sum, err := r.agent.Reload(ctx, cfg)
+	plan, err := r.agent.Reload(ctx, cfg)
 	if err != nil {
 		return fail(err.Error())
 	}
+	if len(plan.Agent) > 0 {
+		r.log.Warn("the agent block changed; those settings take effect at the next restart", "attributes", strings.Join(plan.Agent, ", "))
+	}
 	st.OK = true
-	st.Kept, st.Restarted, st.Added, st.Removed = sum.Kept, sum.Restarted, sum.Added, sum.Removed
-	r.log.Info("configuration reloaded", "kept", len(sum.Kept), "restarted", sum.Restarted,
-		"added", sum.Added, "removed", sum.Removed)
+	st.Changes = api.ChangesOf(plan)
+	r.log.Info("configuration reloaded", "kept", len(st.Kept), "restarted", st.Restarted,
+		"added", st.Added, "removed", st.Removed)
+	return st
+}
+
+// plan loads the configuration at paths (nil: the agent's own) as a reload
+// would, with the agent's environment, and says what a reload would do. It
+// changes nothing, and does not wait for a reload under way: the plan is
+// against the jobs running when it is made.
+func (r *reloader) plan(_ context.Context, paths []string) (result api.PlanStatus) {
+	if len(paths) == 0 {
+		paths = r.paths
+	}
+	st := api.PlanStatus{Paths: paths}
+	defer func() {
+		if p := recover(); p != nil {
+			st.Error = fmt.Sprintf("internal error while planning: %v", p)
+			result = st
+		}
+	}()
+	opts := loadOptions()
+	opts.AllowUnsafeFiles = r.allowPerm
+	cfg, diags := config.Load(paths, opts)
+	if diags.HasErrors() {
+		st.Error = diagSummary(diags)
+		return st
+	}
+	st.OK = true
+	st.Changes = api.ChangesOf(r.agent.Plan(cfg))
 	return st
 }
 
@@ -95,26 +121,4 @@ func diagSummary(d *config.Diagnostics) string {
 		lines = append(lines, where+diag.Summary)
 	}
 	return strings.Join(lines, "; ")
-}
-
-// agentBlockChanges names the agent attributes that differ. node_id is not
-// compared: when it is not set, every load makes up a new one.
-func agentBlockChanges(old, new config.Agent) []string {
-	var out []string
-	if old.Listen != new.Listen {
-		out = append(out, "listen")
-	}
-	if old.APIToken != new.APIToken {
-		out = append(out, "api_token")
-	}
-	if old.LogLevel != new.LogLevel {
-		out = append(out, "log_level")
-	}
-	if old.LogFormat != new.LogFormat {
-		out = append(out, "log_format")
-	}
-	if old.ShutdownTimeout != new.ShutdownTimeout {
-		out = append(out, "shutdown_timeout")
-	}
-	return out
 }

@@ -37,6 +37,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
 	unsafeConfig := fs.Bool("allow-unsafe-config", false, "run a configuration that is world-writable or owned by another user")
+	pprofAddr := fs.String("pprof", "", "serve Go's runtime profiles (/debug/pprof/) on `ADDR`, a loopback address such as 127.0.0.1:6060; off by default")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
@@ -51,9 +52,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}
+	if *pprofAddr != "" {
+		// Before the configuration is read, so that its parsing shows in
+		// the profiles too.
+		if _, err := servePprof(*pprofAddr, stderr); err != nil {
+			fmt.Fprintf(stderr, "electd run: -pprof: %v\n", err)
+			return 2
+		}
+	}
 	opts := loadOptions()
 	opts.AllowUnsafeFiles = *unsafeConfig
-	cfg, diags := config.Load(paths, opts)
+	cfg, diags := loadLean(paths, opts)
 	if diags.HasErrors() {
 		diags.WriteText(stderr)
 		fmt.Fprintln(stderr, "electd run: the configuration is invalid; nothing started")
@@ -103,7 +112,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	rl := &reloader{paths: paths, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), started: cfg.Agent, secrets: secrets}
+	rl := &reloader{paths: paths, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), secrets: secrets}
 
 	// The API listens before READY=1, so a unit ordered after electd finds it.
 	var srv *http.Server
@@ -115,7 +124,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		srv = &http.Server{
 			Handler: api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
-				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Redact: secrets}),
+				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Plan: rl.plan, Redact: secrets}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go func() {
@@ -167,6 +176,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		watchdog(ctx, log, func() bool { return len(agent.Wedged(a.Jobs(), time.Now())) == 0 })
 	}()
 
+	go limitMemory(ctx, log.Named("memory"))
 	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", version)
 	runErr := a.Run(ctx)
 

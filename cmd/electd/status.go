@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,14 +31,33 @@ func defaultAddr() string {
 
 // apiCall sends a request to a running agent and decodes its JSON answer.
 func apiCall(method, addr, path, token string, out any) error {
+	return apiRequest(method, addr, path, token, nil, 10*time.Second, 0, out)
+}
+
+// apiRequest sends body as JSON (nil: no body) to a running agent and
+// decodes its answer into out (nil: ignored): a 2xx answer, or one with the
+// status alsoOK (0: none), which carries an outcome of its own (422: a
+// configuration the agent rejected). Any other answer is an error.
+func apiRequest(method, addr, path, token string, body any, timeout time.Duration, alsoOK int, out any) error {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(addr, "/")+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(addr, "/")+path, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -47,18 +67,28 @@ func apiCall(method, addr, path, token string, out any) error {
 		return fmt.Errorf("cannot reach the agent at %s: %w (is `electd run` running with agent.listen set?)", addr, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("agent answered %s: %s", resp.Status, e.Error)
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode/100 == 2 || (alsoOK != 0 && resp.StatusCode == alsoOK) {
+		if out == nil {
+			return nil
 		}
-		return fmt.Errorf("agent answered %s", resp.Status)
+		return json.Unmarshal(b, out)
 	}
-	if out == nil {
-		return nil
+	var e struct{ Error string }
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return fmt.Errorf("agent answered %s: %s", resp.Status, e.Error)
 	}
-	return json.Unmarshal(body, out)
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		return fmt.Errorf("agent answered %s: is it an older electd without %s?", resp.Status, path)
+	}
+	return fmt.Errorf("agent answered %s", resp.Status)
+}
+
+// writeJSON prints v as indented JSON (the -json of status, history, plan).
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }
 
 // cmdStatus is `electd status`: the jobs of a running agent as a table.
@@ -75,18 +105,32 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "electd status:", err)
 		return 1
 	}
+	var info agent.Info
+	if !*asJSON && apiCall(http.MethodGet, *addr, "/v1/agent", "", &info) == nil && info.Draining {
+		fmt.Fprintf(stdout, "agent %s is draining: it hands over every job and competes for none (electd drain -cancel)\n\n", info.Node)
+	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(jobs)
+		writeJSON(stdout, jobs)
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tLEADER\tTOKEN\tSINCE\tLEASE EXPIRES\tLAST ERROR")
+	fmt.Fprintln(tw, "JOB\tSTATE\tLEADER\tTOKEN\tSINCE\tLEASE EXPIRES\tHEALTH\tNOTE")
 	now := time.Now()
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.Job, j.State, dash(j.Leader), j.Token,
-			ago(now, j.Since), until(now, j.LeaseExpires), dash(j.LastError))
+		state := j.State
+		if state == agent.StateNotEligible {
+			state = "not eligible"
+		}
+		note := j.LastError
+		if note == "" && !j.Competing && j.State != agent.StateLeader && j.State != agent.StateStopping {
+			note = j.Waiting
+		}
+		health := "-"
+		if j.Health != nil {
+			health = j.Health.Status
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.Job, state, dash(j.Leader), j.Token,
+			ago(now, j.Since), until(now, j.LeaseExpires), health, dash(note))
 	}
 	tw.Flush()
 	return 0

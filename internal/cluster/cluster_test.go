@@ -62,10 +62,11 @@ func TestConfigsPassCheck(t *testing.T) {
 	dir := t.TempDir()
 	tm := Timing{TTL: 2 * time.Second, Renew: 500 * time.Millisecond, Retry: time.Second, Stop: 500 * time.Millisecond}
 	blocks := map[string]string{
-		"sqlite":   SQLBlock("sqlite", filepath.Join(dir, "leases.db"), ""),
-		"postgres": SQLBlock("postgres", PostgresDSN(), "electd_t_x"),
-		"etcd":     EtcdBlock("/x/", []string{"127.0.0.1:2379"}, Str("dial_timeout", "1s")),
-		"redis":    RedisBlock("p:", "127.0.0.1:1"),
+		"sqlite":    SQLBlock("sqlite", filepath.Join(dir, "leases.db"), ""),
+		"postgres":  SQLBlock("postgres", PostgresDSN(), "electd_t_x"),
+		"etcd":      EtcdBlock("/x/", []string{"127.0.0.1:2379"}, Str("dial_timeout", "1s")),
+		"redis":     RedisBlock("p:", "127.0.0.1:1"),
+		"zookeeper": ZooKeeperBlock("/x", []string{"127.0.0.1:2181"}),
 	}
 	for name, block := range blocks {
 		cfg := filepath.Join(dir, name+".hcl")

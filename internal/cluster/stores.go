@@ -40,14 +40,14 @@ func RandomSuffix() string {
 // ProviderNames are the stores Provider knows, in the order the benchmark
 // runs them (Azure, whose leases last 15 s at least, last). mongodb runs on
 // FerretDB, which is not atomic under concurrent updates.
-var ProviderNames = []string{"sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "datastore", "mongodb", "azure_blob"}
+var ProviderNames = []string{"sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "zookeeper", "nats", "datastore", "mongodb", "azure_blob"}
 
 // Notifies reports whether the provider wakes waiting candidates when a
-// lease is released (PostgreSQL LISTEN/NOTIFY, Redis pub/sub, etcd watch);
-// the others find a released lease on their next retry.
+// lease is released (PostgreSQL LISTEN/NOTIFY, Redis pub/sub, etcd and
+// ZooKeeper watches, a NATS key-value watch); the others find a released lease on their next retry.
 func Notifies(name string) bool {
 	switch name {
-	case "postgres", "redis", "redlock", "etcd":
+	case "postgres", "redis", "redlock", "etcd", "zookeeper", "nats":
 		return true
 	}
 	return false
@@ -81,6 +81,26 @@ func EtcdBlock(prefix string, endpoints []string, attrs ...string) string {
 		a = append(a, Str("prefix", prefix))
 	}
 	return Block("etcd", append(a, attrs...)...)
+}
+
+// ZooKeeperBlock is a zookeeper provider block; more attribute lines may
+// follow.
+func ZooKeeperBlock(root string, servers []string, attrs ...string) string {
+	a := []string{List("servers", servers...)}
+	if root != "" {
+		a = append(a, Str("root", root))
+	}
+	return Block("zookeeper", append(a, attrs...)...)
+}
+
+// NATSBlock is a nats provider block on the servers at addrs (host:port);
+// more attribute lines may follow.
+func NATSBlock(bucket string, addrs []string, attrs ...string) string {
+	servers := make([]string, len(addrs))
+	for i, a := range addrs {
+		servers[i] = "nats://" + a
+	}
+	return Block("nats", append([]string{List("servers", servers...), Str("bucket", bucket)}, attrs...)...)
 }
 
 // Stores starts the stores that providers need, each once on first use,
@@ -162,6 +182,18 @@ func (s *Stores) NewEtcd() (string, *teststore.Proc, error) {
 	return ep, p, nil
 }
 
+// ZooKeeper is the shared ZooKeeper server's host:port (tickTime 100 ms:
+// sessions of 200 ms to 60 s).
+func (s *Stores) ZooKeeper() (string, error) {
+	return once(s, "zookeeper", func(dir string) (string, *teststore.Proc, error) { return teststore.StartZooKeeperProc(dir, 0) })
+}
+
+// NATS is the shared nats-server's (JetStream on) host:port: a server of
+// its own rather than the machine's, so that nothing is left behind there.
+func (s *Stores) NATS() (string, error) {
+	return once(s, "nats", func(dir string) (string, *teststore.Proc, error) { return teststore.StartNATSProc(dir, 0) })
+}
+
 // Redis is n redis-servers of their own, shared by every caller asking for
 // n (1 for a single server, 3 for Redlock).
 func (s *Stores) Redis(n int) ([]string, error) {
@@ -232,6 +264,16 @@ func (s *Stores) Provider(name, suffix string) (Provider, error) {
 		var ep string
 		if ep, err = s.Etcd(); err == nil {
 			p.Block = EtcdBlock("/electd-"+suffix+"/", []string{ep})
+		}
+	case "zookeeper":
+		var addr string
+		if addr, err = s.ZooKeeper(); err == nil {
+			p.Block = ZooKeeperBlock("/electd-"+suffix, []string{addr})
+		}
+	case "nats":
+		var addr string
+		if addr, err = s.NATS(); err == nil {
+			p.Block = NATSBlock("electd_"+suffix, []string{addr})
 		}
 	case "datastore":
 		var host string

@@ -79,25 +79,18 @@ func StartRedisAt(t testing.TB, port int, dir string, extra ...string) (*Proc, e
 // answers PING with PONG (a server still loading its data answers LOADING).
 func RedisReady(addr string) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if dl, ok := ctx.Deadline(); ok {
-			_ = c.SetDeadline(dl)
-		}
-		if _, err := c.Write([]byte("PING\r\n")); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(c).ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(line) != "+PONG" {
-			return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-		}
-		return nil
+		return talkTo(ctx, addr, func(c net.Conn) error {
+			if _, err := c.Write([]byte("PING\r\n")); err != nil {
+				return err
+			}
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(line) != "+PONG" {
+				return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+			}
+			return nil
+		})
 	}
 }

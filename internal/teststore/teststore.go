@@ -1,5 +1,5 @@
 // Package teststore starts the real stores that tests run against — extra
-// redis-servers, etcd, Azurite, the Datastore emulator, FerretDB — as child
+// redis-servers, etcd, Azurite, the Datastore emulator, FerretDB, nats-servers — as child
 // processes on free loopback ports, and stops them with the test.
 //
 // Every store has a Start*Proc function that returns an error and leaves
@@ -74,6 +74,21 @@ func started(t testing.TB, p *Proc, err error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
+}
+
+// talkTo is a ready check's conversation: it dials addr, bounds the
+// connection by ctx's deadline, and lets talk judge the server's answer.
+func talkTo(ctx context.Context, addr string, talk func(c net.Conn) error) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	return talk(c)
 }
 
 // RepoRoot is the directory holding go.mod.

@@ -46,6 +46,7 @@ func Type() providers.Type {
 			}
 			return s
 		},
+		URL: urlForm(),
 	}
 }
 

@@ -230,7 +230,16 @@ func testNotify(t *testing.T, endpoint string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := make(chan string, 100)
-	if err := b.Notify(ctx, func(key string) { got <- key }); err != nil {
+	// changed("") says a watch that etcd ended was started again (a loaded
+	// server can end one): a hint the contract allows at any time, not a
+	// change of these keys, so it is logged and left out.
+	if err := b.Notify(ctx, func(key string) {
+		if key == "" {
+			t.Log(`changed(""): the watch was started again`)
+			return
+		}
+		got <- key
+	}); err != nil {
 		t.Fatal(err)
 	}
 	want := func(key string, within time.Duration) {

@@ -55,6 +55,7 @@ func Type() providers.Type {
 			}
 			return s
 		},
+		URL: urlForm(),
 	}
 }
 

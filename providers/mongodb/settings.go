@@ -48,6 +48,7 @@ func Type() providers.Type {
 			}
 			return s
 		},
+		URL: urlForm(),
 	}
 }
 

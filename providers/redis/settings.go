@@ -61,6 +61,7 @@ func Type() providers.Type {
 			}
 			return s
 		},
+		URL: urlForm(),
 	}
 }
 

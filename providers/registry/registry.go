@@ -9,8 +9,10 @@ import (
 	"github.com/electd/electd/providers/datastore"
 	"github.com/electd/electd/providers/etcd"
 	"github.com/electd/electd/providers/mongodb"
+	"github.com/electd/electd/providers/nats"
 	"github.com/electd/electd/providers/redis"
 	"github.com/electd/electd/providers/sql"
+	"github.com/electd/electd/providers/zookeeper"
 )
 
 // Types returns the provider types by name.
@@ -20,8 +22,10 @@ func Types() map[string]providers.Type {
 		"datastore":  datastore.Type(),
 		"etcd":       etcd.Type(),
 		"mongodb":    mongodb.Type(),
+		"nats":       nats.Type(),
 		"redis":      redis.Type(),
 		"sql":        sql.Type(),
+		"zookeeper":  zookeeper.Type(),
 	}
 }
 

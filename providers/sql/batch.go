@@ -266,15 +266,16 @@ func (p *Provider) observeMany(ctx context.Context, keys []string) (map[string]r
 }
 
 // RenewMany renews many leases in one statement per 1000: PostgreSQL takes
-// them as arrays (unnest), SQLite as a VALUES list, MySQL as a derived table
-// joined in one UPDATE, read back in the same transaction.
+// them as arrays (unnest), SQLite as a VALUES list (a statement kept
+// prepared, see stmts.go), MySQL as a derived table joined in one UPDATE,
+// read back in the same transaction.
 func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(leases))
 	errs := make([]error, len(leases))
 	if err := p.checkMany(ctx, leases, true); err != nil {
 		return out, fill(errs, leases, "renew", err)
 	}
-	expires := map[string]time.Time{}
+	expires := make(map[string]time.Time, len(leases))
 	for start := 0; start < len(leases); start += batchRows {
 		chunk := leases[start:min(start+batchRows, len(leases))]
 		if err := p.renewChunk(ctx, chunk, expires); err != nil {
@@ -339,13 +340,11 @@ func (p *Provider) renewChunk(ctx context.Context, leases []providers.Lease, exp
 			RETURNING l."key", l.expires_at`
 		args = []any{keys, holders, tokens, ttls, values}
 	case "sqlite":
-		query = `WITH v(k, holder, token, ttl, value) AS (VALUES ` + placeholders(len(leases), 5) + `)
-			UPDATE ` + t + ` SET expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + v.ttl, value = v.value
-			FROM v WHERE ` + t + `."key" = v.k AND ` + t + `.holder = v.holder AND ` + t + `.token = v.token
-			RETURNING "key", expires_at`
+		args = make([]any, 0, 5*len(leases))
 		for _, l := range leases {
 			args = append(args, l.Key, l.Holder, int64(l.Token), l.TTL.Milliseconds(), l.Value)
 		}
+		return p.renews.run(ctx, p.d.db, t, len(leases), args, expires)
 	case "mysql":
 		return p.renewMySQL(ctx, leases, expires)
 	}
@@ -353,16 +352,7 @@ func (p *Provider) renewChunk(ctx context.Context, leases []providers.Lease, exp
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var key string
-		var exp expiry
-		if err := rows.Scan(&key, &exp); err != nil {
-			return err
-		}
-		expires[key] = exp.t
-	}
-	return rows.Err()
+	return scanExpires(rows, expires)
 }
 
 // renewMySQL renews with one UPDATE ... JOIN and reads back, in the same

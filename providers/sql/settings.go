@@ -44,6 +44,7 @@ func Type() providers.Type {
 			}
 			return s
 		},
+		URL: urlForm(),
 	}
 }
 

@@ -33,6 +33,8 @@ type Provider struct {
 	ensureMu sync.Mutex
 	ensured  bool
 
+	renews *renewStmts // sqlite: prepared renewals, one at a time (stmts.go)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -50,6 +52,9 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (providers.Provider,
 		return nil, err
 	}
 	p := &Provider{d: d, log: log.Named("sql").With("driver", s.Driver)}
+	if s.Driver == "sqlite" {
+		p.renews = newRenewStmts()
+	}
 	table := s.Table
 	if table == "" {
 		table = DefaultTable
@@ -372,6 +377,11 @@ func held(cur providers.Lease, remaining time.Duration) error {
 
 // Close closes the connection pool. It is safe to call more than once.
 func (p *Provider) Close() error {
-	p.closeOnce.Do(func() { p.closeErr = p.d.db.Close() })
+	p.closeOnce.Do(func() {
+		if p.renews != nil {
+			p.renews.close()
+		}
+		p.closeErr = p.d.db.Close()
+	})
 	return p.closeErr
 }

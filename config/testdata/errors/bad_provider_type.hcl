@@ -1,3 +1,3 @@
-provider "zookeeper" "zk" { # ERROR: Unknown provider type
-  hosts = ["zk:2181"]
+provider "consul" "c" { # ERROR: Unknown provider type
+  address = "127.0.0.1:8500"
 }

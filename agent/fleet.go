@@ -1,0 +1,476 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
+)
+
+// Which node leads, beyond "exactly one":
+//
+//   - placement: a job's constraint keeps it on nodes whose tags match; a
+//     job's prefer moves it, by a graceful handover, to a matching node that
+//     has been fit for prefer_settle;
+//   - balance: the agents sharing a provider spread its jobs evenly;
+//   - drain: an agent hands over every job and competes for none.
+//
+// Agents learn about each other through membership records in the lease
+// store itself: each agent holds one of memberSlots leases under the key
+// "_electd.member.N" (job names cannot start with "_"), renews it every
+// memberEvery with a small record (how many jobs it leads there, whether it
+// drains, its tags, the jobs it is preferred for and ready to take), and
+// reads the others'. A record is alive exactly as long as its lease: the
+// store judges expiry, as for the jobs. Nothing here weakens the timing
+// rule; it only decides when a node competes and when a leader hands over.
+
+// fleet is what the agent's loops share: this node's tags, and whether it
+// balances and drains.
+type fleet struct {
+	tags     map[string]string // the agent's tags, "node" = node_id included
+	balance  bool
+	draining atomic.Bool
+}
+
+func newFleet(a config.Agent) *fleet {
+	tags := maps.Clone(a.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags[config.TagNode] = a.NodeID
+	return &fleet{tags: tags, balance: a.Balance}
+}
+
+// matches says whether tags hold every pair of want.
+func matches(tags, want map[string]string) bool {
+	for k, v := range want {
+		if tags[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func describeTags(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// unfit says why the job stays out of the election now, or "" when it
+// competes.
+func (j *job) unfit() string {
+	switch {
+	case !j.eligible:
+		return fmt.Sprintf("not eligible: constraint %s does not match this node's tags (%s)",
+			describeTags(j.spec.Constraint), describeTags(j.l.fleet.tags))
+	case j.l.fleet.draining.Load():
+		return "the agent is draining"
+	case j.spec.Health != nil && j.health.state == HealthUnknown:
+		return "waiting for the first health check"
+	case !j.healthy():
+		return "health check failing: " + j.health.lastError
+	case j.spec.Mode != config.ModeLock && j.l.clock.Now().Before(j.holdOff):
+		return "holding off after its last term, until " + time.Now().Add(j.holdOff.Sub(j.l.clock.Now())).UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
+// refit is called when the job's fitness may have changed (health, drain):
+// a waiting candidate tries at once, or learns it must not.
+func (j *job) refit() {
+	if j.phase == candidate && j.spec.Mode != config.ModeLock && j.ending == nil {
+		j.l.cancel(j.timer)
+		j.attempt()
+	}
+}
+
+// drain sets the agent's drain on this job: a leader hands over, a
+// candidate stops competing; cancelling makes it compete again.
+func (j *job) drain(on bool) {
+	if on && j.phase == leading {
+		j.stepDown(ErrDrained)
+		return
+	}
+	if why := j.unfit(); why != "" {
+		j.setCompeting(false, why) // shown now, whatever is in flight
+	}
+	j.refit()
+}
+
+// deferral is how long a candidate waits, beyond the moment the lease is
+// free, so that the node the fleet wants there gets it first: a preferred
+// node that is ready, or an agent that leads fewer than its share.
+func (j *job) deferral() time.Duration {
+	m := j.l.members
+	if m == nil || j.spec.Mode == config.ModeLock {
+		return 0
+	}
+	if len(j.spec.Prefer) > 0 && !matches(j.l.fleet.tags, j.spec.Prefer) && m.wanted[j.spec.Name] {
+		return j.spec.TTL
+	}
+	if j.l.fleet.balance && m.othersUnder && j.l.leading >= m.target {
+		return balanceDefer
+	}
+	return 0
+}
+
+const (
+	memberSlots  = 32
+	memberPrefix = "_electd.member."
+	memberEvery  = time.Second
+	// movePause separates two handovers of one agent for balance.
+	movePause = 250 * time.Millisecond
+	// balanceDefer is the head start an agent under its share gets on a
+	// free lease.
+	balanceDefer = time.Second
+	// maxRecord is what a membership record may take (a lease's value).
+	maxRecord = providers.MaxValueLen
+)
+
+// record is one agent's membership record, as stored in its lease's value.
+type record struct {
+	Leading  int               `json:"n"`
+	Draining bool              `json:"d,omitempty"`
+	Tags     map[string]string `json:"t,omitempty"`
+	Wants    []string          `json:"w,omitempty"` // jobs it is preferred for and ready to lead
+	holder   string
+}
+
+// members keeps this agent's record in one provider's store and reads the
+// others'. Its goroutine does the store requests; what it learns is posted
+// to the loop, which alone acts on it.
+type members struct {
+	l      *loop
+	holder string
+	ttl    time.Duration
+	done   chan struct{}
+
+	// Owned by the goroutine.
+	slot  int // -1 until one is held
+	lease providers.Lease
+	span  int // slots read: a few beyond the highest seen alive
+
+	// Owned by the loop.
+	view        []record        // the other live agents
+	wanted      map[string]bool // jobs a live preferred agent is ready to lead
+	target      int             // this agent's share of the provider's jobs
+	othersUnder bool            // some other agent leads fewer than its share
+	moved       int             // handovers since the view was read
+	lastMove    time.Time
+	moveTimer   *timer
+}
+
+// startMembers begins keeping this agent's membership record on l's store.
+func (l *loop) startMembers(holder string, ttl time.Duration) {
+	m := &members{l: l, holder: holder, ttl: ttl, done: make(chan struct{}), slot: -1, span: 4, wanted: map[string]bool{}}
+	l.members = m
+	go m.run()
+}
+
+func memberKey(i int) string { return memberPrefix + strconv.Itoa(i) }
+
+func (m *members) run() {
+	defer close(m.done)
+	ctx := m.l.ctx
+	for {
+		reply := make(chan record, 1)
+		m.l.post(func() { reply <- m.own() })
+		var rec record
+		select {
+		case rec = <-reply:
+		case <-ctx.Done():
+			m.leave()
+			return
+		}
+		m.publish(ctx, rec)
+		view := m.read(ctx)
+		if ctx.Err() == nil {
+			m.l.post(func() { m.update(view) })
+		}
+		select {
+		case <-ctx.Done():
+			m.leave()
+			return
+		case <-time.After(memberEvery):
+		}
+	}
+}
+
+// publish takes a slot, or renews the one held, with rec as its value. The
+// requests go through the loop, in the batches of the jobs' own.
+func (m *members) publish(ctx context.Context, rec record) {
+	value := encodeRecord(rec)
+	timeout := min(m.ttl/2, 5*time.Second)
+	if m.slot >= 0 {
+		lease := m.lease
+		lease.Value = value
+		renewed, err := m.ask(ctx, func(done func(providers.Lease, error)) {
+			m.l.renew(renewOp{lease: lease, timeout: timeout, done: done})
+		})
+		if err == nil {
+			m.lease = renewed
+			return
+		}
+		m.slot = -1 // lost or unknown: take a slot again
+	}
+	for i := 0; i < memberSlots; i++ {
+		req := providers.AcquireRequest{Key: memberKey(i), Holder: m.holder, TTL: m.ttl}
+		lease, err := m.ask(ctx, func(done func(providers.Lease, error)) {
+			m.l.acquire(acquireOp{req: req, timeout: timeout, done: done})
+		})
+		if err != nil {
+			if errors.Is(err, providers.ErrHeld) {
+				continue
+			}
+			return // the store is down: the jobs' own requests report it
+		}
+		m.slot, m.lease = i, lease
+		m.publish(ctx, rec) // its value
+		return
+	}
+}
+
+// ask queues a request on the loop and waits for its answer.
+func (m *members) ask(ctx context.Context, queue func(done func(providers.Lease, error))) (providers.Lease, error) {
+	type answer struct {
+		lease providers.Lease
+		err   error
+	}
+	ch := make(chan answer, 1)
+	m.l.post(func() { queue(func(l providers.Lease, err error) { ch <- answer{l, err} }) })
+	select {
+	case a := <-ch:
+		return a.lease, a.err
+	case <-ctx.Done():
+		return providers.Lease{}, ctx.Err()
+	}
+}
+
+// read returns the other agents' live records.
+func (m *members) read(ctx context.Context) []record {
+	var out []record
+	highest := m.slot
+	for i := 0; i < min(memberSlots, max(m.span, m.slot+4)); i++ {
+		if i == m.slot {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, min(m.ttl/2, 5*time.Second))
+		lease, err := m.l.prov.Observe(rctx, memberKey(i))
+		cancel()
+		if err != nil || lease.Holder == "" || lease.Holder == m.holder {
+			continue
+		}
+		var rec record
+		if json.Unmarshal([]byte(lease.Value), &rec) != nil {
+			continue
+		}
+		rec.holder = lease.Holder
+		out = append(out, rec)
+		highest = max(highest, i)
+	}
+	m.span = highest + 4
+	return out
+}
+
+// leave releases the slot on a clean stop, so the others see at once that
+// this agent is gone.
+func (m *members) leave() {
+	if m.slot < 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(m.ttl, 5*time.Second))
+	defer cancel()
+	_ = m.l.prov.Release(ctx, m.lease)
+}
+
+func encodeRecord(rec record) string {
+	b, _ := json.Marshal(rec)
+	for len(b) > maxRecord && len(rec.Wants) > 0 {
+		rec.Wants = rec.Wants[:len(rec.Wants)-1] // the rest on a later record
+		b, _ = json.Marshal(rec)
+	}
+	if len(b) > maxRecord {
+		rec.Tags = nil // config limits tags so that this does not happen
+		b, _ = json.Marshal(rec)
+	}
+	return string(b)
+}
+
+// own is this agent's record now, on the loop.
+func (m *members) own() record {
+	l := m.l
+	rec := record{Leading: l.leading, Draining: l.fleet.draining.Load(), Tags: maps.Clone(l.fleet.tags)}
+	now := time.Now()
+	for _, j := range l.jobs {
+		if len(j.spec.Prefer) == 0 || j.phase == leading || j.phase == stopping || j.unfit() != "" ||
+			!matches(l.fleet.tags, j.spec.Prefer) {
+			continue
+		}
+		since := j.started
+		if j.spec.Health != nil {
+			since = j.health.passingSince
+		}
+		if now.Sub(since) >= j.spec.PreferSettle {
+			rec.Wants = append(rec.Wants, j.spec.Name)
+		}
+	}
+	sort.Strings(rec.Wants)
+	delete(rec.Tags, config.TagNode) // the holder names the node
+	return rec
+}
+
+// update takes a fresh view of the other agents, on the loop.
+func (m *members) update(view []record) {
+	m.view, m.moved = view, 0
+	clear(m.wanted)
+	for _, r := range view {
+		for _, w := range r.Wants {
+			m.wanted[w] = true
+		}
+	}
+	m.rebalance()
+}
+
+// moveCost orders the jobs a balancing agent may hand over: leadership
+// alone first, then scheduled tasks (nothing runs between slots), and a
+// supervised command last, since moving it restarts the work. Among equals
+// the youngest term goes.
+func moveCost(j *job) int {
+	switch {
+	case j.spec.Run != nil:
+		return 2
+	case j.spec.Task != nil:
+		return 1
+	}
+	return 0
+}
+
+// tagsOf is an agent's tags as placement sees them.
+func tagsOf(r record) map[string]string {
+	t := maps.Clone(r.Tags)
+	if t == nil {
+		t = map[string]string{}
+	}
+	t[config.TagNode] = NodeOf(r.holder)
+	return t
+}
+
+// rebalance hands over what the fleet wants elsewhere: a job a ready
+// preferred agent wants, at once; and, one at a time with a pause, the jobs
+// beyond this agent's share while another agent is under its own.
+func (m *members) rebalance() {
+	l := m.l
+	self := l.fleet.tags
+	for _, j := range l.jobs {
+		if j.phase == leading && len(j.spec.Prefer) > 0 && !matches(self, j.spec.Prefer) && m.wanted[j.spec.Name] {
+			j.stepDown(ErrPreempted)
+		}
+	}
+	m.target, m.othersUnder = math.MaxInt, false
+	if !l.fleet.balance || l.fleet.draining.Load() {
+		return
+	}
+
+	// Everyone's share: each job counts 1/k for each of the k live,
+	// undrained agents its constraint admits.
+	var live []map[string]string
+	var loads []int
+	for _, r := range m.view {
+		if !r.Draining {
+			live = append(live, tagsOf(r))
+			loads = append(loads, r.Leading)
+		}
+	}
+	live = append(live, self)
+	loads = append(loads, l.leading)
+	shares := make([]float64, len(live))
+	admits := make([]bool, len(live))
+	for _, j := range l.jobs {
+		if j.spec.Mode == config.ModeLock {
+			continue
+		}
+		k := 0
+		for i, t := range live {
+			admits[i] = matches(t, j.spec.Constraint)
+			if admits[i] {
+				k++
+			}
+		}
+		for i := range live {
+			if admits[i] {
+				shares[i] += 1 / float64(k)
+			}
+		}
+	}
+	me := len(live) - 1
+	targets := make([]int, len(live))
+	deficit, excess := 0, 0
+	for i, s := range shares {
+		targets[i] = int(math.Ceil(s - 1e-9))
+		switch d := loads[i] - targets[i]; {
+		case d < 0 && i != me:
+			deficit -= d
+		case d > 0:
+			excess += d
+		}
+	}
+	m.target, m.othersUnder = targets[me], deficit > 0
+	over := loads[me] - targets[me]
+	if over <= 0 || deficit == 0 {
+		return
+	}
+	// This agent's part of the deficit, until the next view.
+	allowance := int(math.Ceil(float64(deficit) * float64(over) / float64(excess)))
+	if m.moved >= allowance {
+		return
+	}
+	now := l.clock.Now()
+	if wait := m.lastMove.Add(movePause).Sub(now); wait > 0 {
+		if m.moveTimer == nil {
+			m.moveTimer = l.after(wait, func() { m.moveTimer = nil; m.rebalance() })
+		}
+		return
+	}
+	var under []map[string]string
+	for i, t := range live[:me] {
+		if loads[i] < targets[i] {
+			under = append(under, t)
+		}
+	}
+	var pick *job
+	for _, j := range l.jobs {
+		if j.phase != leading || j.spec.Mode == config.ModeLock || len(j.spec.Prefer) > 0 ||
+			!slices.ContainsFunc(under, func(t map[string]string) bool { return matches(t, j.spec.Constraint) }) {
+			continue
+		}
+		if pick == nil || moveCost(j) < moveCost(pick) ||
+			(moveCost(j) == moveCost(pick) && (j.began.After(pick.began) || (j.began.Equal(pick.began) && j.spec.Name > pick.spec.Name))) {
+			pick = j
+		}
+	}
+	if pick == nil {
+		return
+	}
+	m.moved++
+	m.lastMove = now
+	pick.log.Info("handing over to spread the jobs", "leading", loads[me], "share", targets[me])
+	pick.stepDown(ErrBalanced)
+	if m.moved < allowance && m.moveTimer == nil {
+		m.moveTimer = l.after(movePause, func() { m.moveTimer = nil; m.rebalance() })
+	}
+}

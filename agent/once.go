@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// A job run by RunOnce leads at most one term (`electd lock`): the election
+// loop, the timing rule, the stop protocol and the release are those of
+// every job; only the ends differ. The job gives up competing after
+// Once.Wait, and when its one term ends, for whatever reason, the job ends
+// instead of competing again. The hooks into election.go are the nil-safe
+// methods below: a job of Run has no onceState.
+
+// ErrWaitTimeout is why a job of RunOnce ended without leading: it did not
+// get the lease within Once.Wait. The error wraps the store's last answer
+// too: a *providers.HeldError naming the holder, or the store's error.
+var ErrWaitTimeout = errors.New("gave up waiting for the lease")
+
+// ExitError is why a term ended when its run command exited by itself under
+// restart = never: the command's exit code (128+N for a death by signal N).
+// It is ErrWorkEnded.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("the run command exited with code %d (restart = never)", e.Code)
+}
+
+// Is makes errors.Is(err, ErrWorkEnded) true.
+func (e *ExitError) Is(target error) bool { return target == ErrWorkEnded }
+
+// Once is how RunOnce runs its job.
+type Once struct {
+	// Wait bounds the wait for the lease. The first attempt is always
+	// made, so 0 tries once; a negative Wait waits until ctx ends.
+	Wait time.Duration
+	// Stdout and Stderr, when both are set, receive the run command's
+	// output as it is, instead of the agent's log.
+	Stdout, Stderr io.Writer
+}
+
+// RunOnce runs the configuration's one job for one term. It competes for the
+// lease until it leads or Wait has passed; while it leads it supervises the
+// job's run command as Run does (the run block should say restart =
+// "never"); then it stops the command if it still runs, releases the lease
+// and returns why the term ended:
+//
+//   - *ExitError: the command exited by itself, with its code;
+//   - ErrLeaseLost or ErrRenewDeadline: the lease was lost and the command
+//     stopped before the lease could expire;
+//   - ErrCannotStart: the command could not start (wrapping the cause);
+//   - ErrWaitTimeout: the job never led;
+//   - ErrStopping: ctx ended first (the command, if running, was stopped);
+//   - or the error of opening the store, or of a stop that outlasted the
+//     agent's shutdown_timeout.
+func (a *Agent) RunOnce(ctx context.Context, o Once) error {
+	if len(a.cfg.Jobs) != 1 {
+		return fmt.Errorf("agent: RunOnce runs one job, not %d", len(a.cfg.Jobs))
+	}
+	a.once = &onceState{Once: o}
+	if o.Wait >= 0 {
+		a.once.deadline = a.opts.Clock.Now().Add(o.Wait)
+	}
+	if _, err := a.apply(ctx, a.cfg); err != nil {
+		a.closeProviders()
+		return err
+	}
+	a.ready.Store(true)
+	r := a.jobs[0]
+	select {
+	case <-r.loopDone:
+	case <-ctx.Done():
+	}
+	if err := a.shutdown(); err != nil {
+		return err
+	}
+	// The loop set ending before it closed loopDone, which shutdown saw.
+	return r.ending
+}
+
+// onceState is what a job of RunOnce keeps besides a job's fields; only its
+// loop touches it.
+type onceState struct {
+	Once
+	deadline  time.Time // zero: no deadline
+	attempted bool      // the first attempt was made
+	last      error     // the store's last answer to an Acquire
+}
+
+// beforeAttempt is asked before each attempt: the error to end the job
+// with once the deadline has passed, else nil.
+func (o *onceState) beforeAttempt(now time.Time) error {
+	if o == nil {
+		return nil
+	}
+	if o.attempted && !o.deadline.IsZero() && !now.Before(o.deadline) {
+		if o.last == nil {
+			return fmt.Errorf("%w after %s", ErrWaitTimeout, o.Wait)
+		}
+		return fmt.Errorf("%w after %s: %w", ErrWaitTimeout, o.Wait, o.last)
+	}
+	o.attempted = true
+	return nil
+}
+
+// capWait shortens a candidate's pause so that the deadline is noticed when
+// it comes, not a retry later.
+func (o *onceState) capWait(now time.Time, d time.Duration) time.Duration {
+	if o == nil || o.deadline.IsZero() {
+		return d
+	}
+	return max(min(d, o.deadline.Sub(now)), 0)
+}
+
+// answer records the store's answer to an Acquire.
+func (o *onceState) answer(err error) {
+	if o != nil && err != nil {
+		o.last = err
+	}
+}
+
+// endOnce ends a job of RunOnce when its term has ended: no pause, no new
+// attempt. The first reason given stays (ErrStopping, when the agent
+// stopping ended the term).
+func (j *job) endOnce(reason error) {
+	if j.ending == nil {
+		j.ending = reason
+	}
+	j.finish()
+}

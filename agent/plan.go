@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/electd/electd/config"
+)
+
+// Plan is what a reload from one configuration to another does to each job.
+// Diff makes it, and a reload carries out the plan Diff made, so the plan
+// shown beforehand (`electd plan`) is what the reload does.
+type Plan struct {
+	// Added jobs start, as candidates.
+	Added []string
+	// Removed jobs stop: their work stops and their lease is released.
+	Removed []string
+	// Restarted jobs stop as removed ones do, and start again with the new
+	// configuration.
+	Restarted []Change
+	// Kept jobs are untouched: their leadership, token and child stay.
+	Kept []string
+	// Agent names the attributes of the agent block that differ from those
+	// the agent started with. The agent block is not reloaded: they take
+	// effect at the next restart of the agent.
+	Agent []string
+}
+
+// Change is a job that a reload restarts, and why.
+type Change struct {
+	Job string
+	// Attributes whose values differ, as paths: "ttl", "run.command",
+	// "on_demoted.webhook[0].url"; a provider's as "sql.main.dsn"; a block
+	// added or removed as "health". Empty when no value differs: the
+	// fingerprint counts the text of the job's block and of its provider's,
+	// so a change of comments or layout restarts the job too.
+	Attributes []string
+}
+
+// Changes reports whether the plan starts or stops any job.
+func (p Plan) Changes() bool {
+	return len(p.Added)+len(p.Removed)+len(p.Restarted) > 0
+}
+
+// Diff is the plan of a reload from old to new: a job is kept when its
+// fingerprint and its provider's settings are the same, restarted when it
+// is in both but either differs. old is nil before the first start (every
+// job is added).
+func Diff(old, new *config.Config) Plan {
+	var p Plan
+	prev := map[string]*config.Job{}
+	oldKeys := map[string]string{}
+	if old != nil {
+		p.Agent = agentChanges(old.Agent, new.Agent)
+		for i := range old.Jobs {
+			prev[old.Jobs[i].Name] = &old.Jobs[i]
+		}
+		oldKeys = providerKeys(old)
+	}
+	newKeys := providerKeys(new)
+	names := make(map[string]bool, len(new.Jobs))
+	for i := range new.Jobs {
+		spec := &new.Jobs[i]
+		names[spec.Name] = true
+		o, ok := prev[spec.Name]
+		switch {
+		case !ok:
+			p.Added = append(p.Added, spec.Name)
+		case o.Fingerprint == spec.Fingerprint && oldKeys[o.Provider] == newKeys[spec.Provider]:
+			p.Kept = append(p.Kept, spec.Name)
+		default:
+			p.Restarted = append(p.Restarted, Change{Job: spec.Name, Attributes: changedAttributes(old, o, new, spec)})
+		}
+	}
+	if old != nil {
+		for _, j := range old.Jobs {
+			if !names[j.Name] {
+				p.Removed = append(p.Removed, j.Name)
+			}
+		}
+	}
+	return p
+}
+
+// providerKeys are the keys of a configuration's providers, by reference.
+func providerKeys(c *config.Config) map[string]string {
+	keys := make(map[string]string, len(c.Providers))
+	for _, pc := range c.Providers {
+		keys[pc.Ref()] = providerKey(pc)
+	}
+	return keys
+}
+
+// changedAttributes are the job's attributes that differ, then its
+// provider's ("sql.main.dsn"), or "provider" when it moved to another.
+func changedAttributes(old *config.Config, o *config.Job, new *config.Config, n *config.Job) []string {
+	out := config.ChangedAttributes(*o, *n)
+	if o.Provider != n.Provider {
+		if !slices.Contains(out, "provider") {
+			out = append(out, "provider")
+		}
+		return out
+	}
+	op, ok1 := old.Provider(o.Provider)
+	np, ok2 := new.Provider(n.Provider)
+	if ok1 && ok2 {
+		for _, a := range config.ChangedSettings(op, np) {
+			out = append(out, n.Provider+"."+a)
+		}
+	}
+	return out
+}
+
+// agentChanges names the agent attributes that differ.
+func agentChanges(old, new config.Agent) []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		same bool
+	}{
+		{"node_id", old.NodeID == new.NodeID},
+		{"listen", old.Listen == new.Listen},
+		{"api_token", old.APIToken == new.APIToken},
+		{"log_level", old.LogLevel == new.LogLevel},
+		{"log_format", old.LogFormat == new.LogFormat},
+		{"shutdown_timeout", old.ShutdownTimeout == new.ShutdownTimeout},
+		{"tags", maps.Equal(old.Tags, new.Tags)},
+		{"balance", old.Balance == new.Balance},
+	} {
+		if !c.same {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}

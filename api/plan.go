@@ -1,0 +1,133 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/electd/electd/agent"
+)
+
+// Changes is what a reload does, or would do, to the running jobs, by job
+// name: the answer of POST /v1/plan and POST /v1/reload alike.
+type Changes struct {
+	Kept      []string `json:"kept"`
+	Restarted []string `json:"restarted"`
+	Added     []string `json:"added"`
+	Removed   []string `json:"removed"`
+	// Attributes are, for each restarted job, the attributes whose values
+	// differ ("run.command", "sql.main.dsn"); an empty list when only the
+	// text of its block changed. Never the values.
+	Attributes map[string][]string `json:"changed_attributes"`
+	// Agent names the agent block's attributes that differ from those the
+	// agent started with: they need a restart of the agent.
+	Agent []string `json:"agent_changes"`
+}
+
+// ChangesOf is a plan as the API shows it. Every list is non-nil, so that
+// JSON shows [] rather than null.
+func ChangesOf(p agent.Plan) Changes {
+	c := Changes{Kept: nonNil(p.Kept), Added: nonNil(p.Added), Removed: nonNil(p.Removed),
+		Restarted: []string{}, Attributes: map[string][]string{}, Agent: nonNil(p.Agent)}
+	for _, r := range p.Restarted {
+		c.Restarted = append(c.Restarted, r.Job)
+		c.Attributes[r.Job] = nonNil(r.Attributes)
+	}
+	return c
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Any reports whether a job would start or stop.
+func (c Changes) Any() bool { return len(c.Restarted)+len(c.Added)+len(c.Removed) > 0 }
+
+// PlanStatus is the answer of POST /v1/plan: what a reload of the
+// configuration at Paths would do now. The agent reads and evaluates the
+// files itself, with its own environment, as a reload would.
+type PlanStatus struct {
+	Paths []string `json:"paths"`
+	OK    bool     `json:"ok"`
+	// Error is why the configuration cannot be loaded: a line per problem,
+	// without source snippets (`electd check` shows them).
+	Error string `json:"error,omitempty"`
+	Changes
+}
+
+// PlanRequest is the body of POST /v1/plan; an empty body is the agent's
+// own configuration paths.
+type PlanRequest struct {
+	// Paths are absolute paths on the agent's machine, of files or
+	// directories, as electd run -config takes them.
+	Paths []string `json:"paths,omitempty"`
+}
+
+// Bounds of a plan request: what a configuration's paths need, and no more.
+const (
+	maxPlanBody  = 64 << 10
+	maxPlanPaths = 64
+)
+
+// plan answers 200 with what a reload would do, 422 when the configuration
+// cannot be loaded, and 400 for a request it cannot take.
+func (s *server) plan(w http.ResponseWriter, r *http.Request) {
+	if s.o.Plan == nil {
+		s.writeError(w, http.StatusNotImplemented, "this agent cannot plan a reload")
+		return
+	}
+	req, err := readPlanRequest(r.Body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	st := s.o.Plan(ctx, req.Paths)
+	s.o.Logger.Debug("plan requested through the API", "ok", st.OK, "remote", r.RemoteAddr)
+	if !st.OK {
+		s.writeJSON(w, http.StatusUnprocessableEntity, st)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, st)
+}
+
+func readPlanRequest(body io.Reader) (PlanRequest, error) {
+	var req PlanRequest
+	b, err := io.ReadAll(io.LimitReader(body, maxPlanBody+1))
+	switch {
+	case err != nil:
+		return req, fmt.Errorf("cannot read the request: %v", err)
+	case len(b) > maxPlanBody:
+		return req, fmt.Errorf("the request is larger than %d bytes", maxPlanBody)
+	case len(strings.TrimSpace(string(b))) == 0:
+		return req, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf(`the request must be JSON such as {"paths": ["/etc/electd"]}: %v`, err)
+	}
+	if dec.More() {
+		return req, errors.New("the request holds more than one JSON value")
+	}
+	if len(req.Paths) > maxPlanPaths {
+		return req, fmt.Errorf("at most %d paths", maxPlanPaths)
+	}
+	for _, p := range req.Paths {
+		if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+			// The agent's working directory means nothing to the client.
+			return req, fmt.Errorf("%q is not an absolute path on the agent's machine", p)
+		}
+	}
+	return req, nil
+}

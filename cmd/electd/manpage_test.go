@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The table the man page and the completions are written from holds every
+// command of `electd -h`, each with the usage line and flags of its own -h.
+func TestHelpTable(t *testing.T) {
+	t.Setenv(envAddr, "")
+	table, err := helpTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range table {
+		names = append(names, e.name)
+		var help, stderr bytes.Buffer
+		if code := run([]string{e.name, "-h"}, &help, &stderr); code != 0 {
+			t.Fatalf("electd %s -h: exit %d\n%s", e.name, code, stderr.String())
+		}
+		if !strings.HasPrefix(help.String(), "Usage: "+e.line+"\n") {
+			t.Errorf("%s: usage line %q, but -h prints:\n%s", e.name, e.line, help.String())
+		}
+		if e.summary == "" || e.about == "" {
+			t.Errorf("%s: no summary or no text: %+v", e.name, e)
+		}
+		for _, f := range e.flags {
+			if !strings.Contains(help.String(), "  -"+strings.TrimSpace(f.name+" "+f.arg)+"\n") {
+				t.Errorf("%s: flag -%s %s is not in -h:\n%s", e.name, f.name, f.arg, help.String())
+			}
+		}
+	}
+	var want []string
+	for name := range subcommands {
+		want = append(want, name)
+	}
+	sort.Strings(want)
+	sort.Strings(names)
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("table has %v, want every command %v", names, want)
+	}
+	for _, e := range table {
+		if e.name != "run" {
+			continue
+		}
+		for _, f := range e.flags {
+			if f.name == "config" && (!f.repeatable || !f.takesPath()) {
+				t.Errorf("run -config: %+v, want a repeatable path", f)
+			}
+		}
+	}
+}
+
+// man and completion are for the build: `electd -h` does not list them.
+func TestHiddenCommands(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	run([]string{"-h"}, &stdout, &stderr)
+	for name := range hiddenCommands {
+		if regexp.MustCompile(`(?m)^  ` + name + ` `).MatchString(stdout.String()) {
+			t.Errorf("electd -h lists the hidden command %s", name)
+		}
+	}
+	stdout.Reset()
+	if code := run([]string{"completion", "fish"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown shell "fish"`) {
+		t.Errorf("completion fish: exit %d, stderr %q; want 2 and the problem", code, stderr.String())
+	}
+	if code := run([]string{"man", "extra"}, &stdout, &stderr); code != 2 {
+		t.Errorf("man extra: exit %d, want 2", code)
+	}
+}
+
+func manOutput(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(append([]string{"man"}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("electd man: exit %d\n%s", code, stderr.String())
+	}
+	return stdout.String()
+}
+
+// The page documents every command and flag, dated by SOURCE_DATE_EPOCH, and
+// groff sets it without a warning.
+func TestManPage(t *testing.T) {
+	t.Setenv(envAddr, "http://elsewhere:1")
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	page := manOutput(t, "-docdir", "/opt/electd/doc")
+	if os.Getenv(envAddr) != "" {
+		t.Errorf("electd man left %s set", envAddr)
+	}
+	if !strings.Contains(page, `.TH ELECTD 1 "2023-11-14"`) {
+		t.Errorf("the page is not dated by SOURCE_DATE_EPOCH:\n%.300s", page)
+	}
+	if strings.Contains(page, "elsewhere") {
+		t.Errorf("the page shows this shell's %s as a default", envAddr)
+	}
+	if page != manOutput(t, "-docdir", "/opt/electd/doc") {
+		t.Error("two runs give two pages")
+	}
+	table, err := helpTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range table {
+		if !strings.Contains(page, ".SS "+roffQuote(e.line)+"\n") {
+			t.Errorf("no section for %q", e.line)
+		}
+		for _, f := range e.flags {
+			if !strings.Contains(page, `\fB\-`+roffText(f.name)+`\fR`) {
+				t.Errorf("%s: flag -%s missing", e.name, f.name)
+			}
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(page, "\n"), "\n") {
+		if line == "" || (strings.HasPrefix(line, "'") || strings.HasPrefix(line, ".") && !regexp.MustCompile(`^\.(\\"|TH|SH|SS|TP|PP|RS|RE|nf|fi|nh|BR) ?`).MatchString(line)) {
+			t.Errorf("stray line in the roff: %q", line)
+		}
+	}
+
+	groff, err := exec.LookPath("groff")
+	if err != nil {
+		t.Log("groff is not installed: the page is not set")
+		return
+	}
+	cmd := exec.Command(groff, "-man", "-Tascii", "-ww", "-P-cbou")
+	cmd.Stdin = strings.NewReader(page)
+	var text, warnings bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &text, &warnings
+	if err := cmd.Run(); err != nil || warnings.Len() > 0 {
+		t.Fatalf("groff: %v\n%s", err, warnings.String())
+	}
+	words := strings.Join(strings.Fields(text.String()), " ") // as set, lines wrap anywhere
+	for _, want := range []string{"electd step-down [flags] JOB", "-config PATH", "default /etc/electd)",
+		`(default "http://127.0.0.1:8790")`, "/opt/electd/doc/", "EXIT STATUS"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("the set page lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+func completionScript(t *testing.T, shell string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"completion", shell}, &stdout, &stderr); code != 0 {
+		t.Fatalf("electd completion %s: exit %d\n%s", shell, code, stderr.String())
+	}
+	path := filepath.Join(t.TempDir(), "electd."+shell)
+	if err := os.WriteFile(path, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Bash completes commands, each command's flags, paths where a command takes
+// them, and the command line of electd lock after --.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed")
+	}
+	script := completionScript(t, "bash")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "site.hcl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// complete returns what Tab offers after the words (the last one is
+	// the word being completed).
+	complete := func(words ...string) []string {
+		t.Helper()
+		src := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _electd; printf '%s\n' "${COMPREPLY[@]}"`
+		out, err := exec.Command(bash, append([]string{"--norc", "-c", src, "bash", script, "electd"}, words...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", words, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	cases := []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"st"}, "status step-down"},
+		{[]string{"step-down", "-"}, "-h -addr -token"},
+		{[]string{"run", "-c"}, "-config"},
+		{[]string{"check", "-config", dir + "/s"}, dir + "/site.hcl"},
+		{[]string{"check", dir + "/s"}, dir + "/site.hcl"},
+		{[]string{"check", "--config", dir + "/s"}, dir + "/site.hcl"},
+		{[]string{"status", "-addr", ""}, ""},
+		{[]string{"step-down", "j"}, ""},
+		{[]string{"lock", "-provider", "sqlite:x.db", "name", "--", "bas"}, "bash"},
+		{[]string{"nosuch", "-"}, ""},
+	}
+	for _, c := range cases {
+		got := complete(c.words...)
+		if c.want == "bash" { // compgen -c: every command on PATH starting with "bas"
+			if !strings.Contains(" "+strings.Join(got, " ")+" ", " bash ") {
+				t.Errorf("%v: %v, want bash among them", c.words, got)
+			}
+			continue
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%v: %q, want %q", c.words, strings.Join(got, " "), c.want)
+		}
+	}
+}
+
+// zshDriver types each case and Tab into an interactive zsh (zsh/zpty), with
+// the completion directory $1 in fpath, and prints what the terminal shows
+// after "=== case". No case is ever run: no newline is typed.
+const zshDriver = `
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -n -w z "PROMPT='> '; fpath=(${(q)1} \$fpath); autoload -Uz compinit; compinit -u -D; LISTMAX=1000; zstyle ':completion:*' format '<%d>'"$'\n'
+shift
+local out all
+sleep 1
+while zpty -r -t z out; do :; done
+for c in "$@"; do
+	zpty -n -w z "$c"$'\t'
+	sleep 1
+	all=
+	while zpty -r -t z out; do all+=$out; done
+	print -r -- "=== $c"
+	print -r -- "$all"
+	zpty -n -w z $'\C-u'
+	sleep 0.2
+	while zpty -r -t z out; do :; done
+done
+zpty -d z
+`
+
+// The zsh script parses, compinit registers it for electd, and Tab in an
+// interactive zsh completes commands, flags, paths and the command of lock.
+func TestZshCompletion(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("zsh is not installed (scripts/services.sh lintian installs it)")
+	}
+	script := completionScript(t, "zsh")
+	if out, err := exec.Command(zsh, "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("zsh -n: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	if err := os.Rename(script, filepath.Join(dir, "_electd")); err != nil {
+		t.Fatal(err)
+	}
+	src := `fpath=("$1" $fpath); autoload -Uz compinit; compinit -u -D; print -r -- "$_comps[electd]"`
+	out, err := exec.Command(zsh, "-f", "-c", src, "zsh", dir).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "_electd" {
+		t.Errorf("compinit: %v, electd completes with %q, want _electd", err, out)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "site.hcl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]string{
+		"electd st":                        {"status", "step-down", "show the jobs of a running agent"},
+		"electd check -":                   {"-json", "-no-env", "-config"},
+		"electd run -config " + dir + "/s": {"site.hcl"},
+		"electd step-down ":                {"<JOB>"},
+		"electd lock -ttl 5s x -- slee":    {"-- sleep "}, // a command on PATH
+	}
+	args := []string{"-f", "-c", zshDriver, "zsh", dir}
+	for c := range cases {
+		args = append(args, c)
+	}
+	out, err = exec.Command(zsh, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("zsh: %v\n%s", err, out)
+	}
+	screen := regexp.MustCompile("\x1b\\[[0-9;?]*[a-zA-Z]|\r").ReplaceAllString(string(out), "")
+	shown := map[string]string{}
+	for _, part := range strings.Split(screen, "=== ")[1:] {
+		c, text, _ := strings.Cut(part, "\n")
+		shown[c] = text
+	}
+	for c, wants := range cases {
+		for _, w := range wants {
+			if !strings.Contains(shown[c], w) {
+				t.Errorf("%q then Tab shows no %q:\n%s", c, w, shown[c])
+			}
+		}
+	}
+}

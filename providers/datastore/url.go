@@ -1,0 +1,54 @@
+package datastore
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/electd/electd/providers"
+)
+
+// urlForm is how a datastore provider is written as one URL (`electd lock
+// -provider URL`): the project, then the namespace as the path.
+//
+//	datastore://PROJECT[/NAMESPACE][?kind=ElectdLease&credentials_file=/etc/electd/sa.json]
+//
+// Without credentials_file the client uses the application default
+// credentials; DATASTORE_EMULATOR_HOST points it at an emulator.
+func urlForm() *providers.URLForm {
+	return &providers.URLForm{
+		Schemes: []string{"datastore"},
+		Example: "datastore://PROJECT[/NAMESPACE][?kind=KIND&credentials_file=PATH]",
+		Parse:   fromURL,
+	}
+}
+
+func fromURL(raw string) (providers.Settings, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("it cannot be parsed as a URL")
+	}
+	if u.User != nil || u.Port() != "" {
+		return nil, errors.New("a datastore URL names a project, not a server: write datastore://PROJECT/NAMESPACE")
+	}
+	s := &Settings{ProjectID: u.Host, Kind: DefaultKind}
+	s.Namespace = strings.TrimPrefix(u.Path, "/")
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, errors.New("its query cannot be parsed")
+	}
+	for k, v := range q {
+		if len(v) != 1 {
+			return nil, errors.New("give each parameter once")
+		}
+		switch k {
+		case "kind":
+			s.Kind = v[0]
+		case "credentials_file":
+			s.CredentialsFile = v[0]
+		default:
+			return nil, errors.New("a datastore URL takes the parameters kind and credentials_file")
+		}
+	}
+	return s, nil
+}
