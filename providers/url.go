@@ -1,8 +1,10 @@
 package providers
 
 import (
+	"errors"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // URLForm is how a provider type is written as one URL: `sqlite:///path`,
@@ -46,4 +48,80 @@ func URLSecrets(raw string) []string {
 		}
 	}
 	return out
+}
+
+// HostsURL is a URL of a store reached at one or more servers, split as
+// the URL forms of several stores write it:
+//
+//	scheme://[user[:password]@]host[:port][,host[:port]...][/path][?k=v&...]
+//
+// The userinfo ends at the last "@" before the path, so an unencoded
+// password may hold one; user and password are percent-decoded. Each query
+// parameter may be given once.
+type HostsURL struct {
+	User, Password string
+	HasUser        bool // "user@" or "user:password@" was written
+	HasPassword    bool
+	Hosts          []string // as written, in order; none when empty
+	Path           string   // after the first "/", "" when none
+	Query          map[string]string
+}
+
+// ParseHostsURL splits raw. Its errors never quote raw.
+func ParseHostsURL(raw string) (HostsURL, error) {
+	var u HostsURL
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return u, errors.New("it has no scheme://")
+	}
+	rest, query, _ := strings.Cut(rest, "?")
+	hosts, path, _ := strings.Cut(rest, "/")
+	u.Path = path
+	if i := strings.LastIndex(hosts, "@"); i >= 0 {
+		user, pass, hasPass := strings.Cut(hosts[:i], ":")
+		var err error
+		if u.User, err = url.PathUnescape(user); err != nil {
+			return u, errors.New("its user name cannot be decoded")
+		}
+		if u.Password, err = url.PathUnescape(pass); err != nil {
+			return u, errors.New("its password cannot be decoded")
+		}
+		u.HasUser, u.HasPassword = true, hasPass
+		hosts = hosts[i+1:]
+	}
+	if hosts != "" {
+		u.Hosts = strings.Split(hosts, ",")
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return u, errors.New("its query cannot be parsed")
+	}
+	u.Query = map[string]string{}
+	for k, v := range q {
+		if len(v) != 1 {
+			return u, errors.New("give each parameter once")
+		}
+		u.Query[k] = v[0]
+	}
+	return u, nil
+}
+
+// URLBool reads a true/false query parameter.
+func URLBool(name, v string) (bool, error) {
+	switch v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, errors.New(name + " must be true or false")
+}
+
+// URLDuration reads a positive duration query parameter.
+func URLDuration(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, errors.New(name + " must be a positive Go duration such as 5s")
+	}
+	return d, nil
 }

@@ -157,6 +157,12 @@ func lockURL(t *testing.T, store string) string {
 	case "etcd":
 		ep, _ := teststore.StartEtcd(t)
 		return "etcd://" + ep + "?prefix=/electd-lock-" + suffix + "/"
+	case "nats":
+		addr, _ := teststore.StartNATS(t)
+		return "nats://" + addr + "?bucket=electd_lock_" + suffix
+	case "zookeeper":
+		addr, _ := teststore.StartZooKeeperAt(t, t.TempDir(), 0)
+		return "zk://" + addr + "/electd-lock-" + suffix
 	}
 	t.Fatalf("no URL for store %q", store)
 	return ""
@@ -204,7 +210,7 @@ func intervals(t *testing.T, recs []cluster.Record) [][2]cluster.Record {
 // greater than the one before, and each exits with its command's status.
 func TestLockMutualExclusion(t *testing.T) {
 	const n = 4
-	for _, store := range []string{"sqlite", "postgres", "mysql", "redis", "etcd"} {
+	for _, store := range []string{"sqlite", "postgres", "mysql", "redis", "etcd", "nats", "zookeeper"} {
 		t.Run(store, func(t *testing.T) {
 			u := lockURL(t, store)
 			log := filepath.Join(t.TempDir(), "children.log")

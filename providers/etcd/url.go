@@ -2,9 +2,6 @@ package etcd
 
 import (
 	"errors"
-	"net/url"
-	"strings"
-	"time"
 
 	"github.com/electd/electd/providers"
 )
@@ -25,60 +22,39 @@ func urlForm() *providers.URLForm {
 }
 
 func fromURL(raw string) (providers.Settings, error) {
-	_, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return nil, errors.New("write etcd://host:port")
+	u, err := providers.ParseHostsURL(raw)
+	if err != nil {
+		return nil, err
 	}
-	s := &Settings{Prefix: DefaultPrefix, DialTimeout: DefaultDialTimeout}
-	rest, query, _ := strings.Cut(rest, "?")
-	hosts, path, _ := strings.Cut(rest, "/")
-	if path != "" {
+	if u.Path != "" {
 		return nil, errors.New("an etcd URL has no path: give the key prefix as ?prefix=/electd/")
 	}
-	// The userinfo ends at the last "@": an unencoded password may hold one.
-	if i := strings.LastIndex(hosts, "@"); i >= 0 {
-		user, pass, _ := strings.Cut(hosts[:i], ":")
-		var err error
-		if s.Username, err = url.PathUnescape(user); err != nil {
-			return nil, errors.New("its user name cannot be decoded")
-		}
-		if s.Password, err = url.PathUnescape(pass); err != nil {
-			return nil, errors.New("its password cannot be decoded")
-		}
-		hosts = hosts[i+1:]
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return nil, errors.New("its query cannot be parsed")
-	}
+	s := &Settings{Prefix: DefaultPrefix, DialTimeout: DefaultDialTimeout, Username: u.User, Password: u.Password}
 	scheme := ""
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, errors.New("give each parameter once")
-		}
+	for k, v := range u.Query {
 		switch k {
 		case "prefix":
-			s.Prefix = v[0]
+			s.Prefix = v
 		case "dial_timeout":
-			if s.DialTimeout, err = time.ParseDuration(v[0]); err != nil || s.DialTimeout <= 0 {
-				return nil, errors.New("dial_timeout must be a positive Go duration such as 5s")
+			if s.DialTimeout, err = providers.URLDuration(k, v); err != nil {
+				return nil, err
 			}
 		case "tls":
-			switch v[0] {
-			case "true":
+			tls, err := providers.URLBool(k, v)
+			if err != nil {
+				return nil, err
+			}
+			if tls {
 				scheme = "https://"
-			case "false":
-			default:
-				return nil, errors.New("tls must be true or false")
 			}
 		default:
 			return nil, errors.New("an etcd URL takes the parameters prefix, dial_timeout and tls")
 		}
 	}
-	if hosts == "" {
+	if len(u.Hosts) == 0 {
 		return nil, errors.New("it names no endpoint")
 	}
-	for _, h := range strings.Split(hosts, ",") {
+	for _, h := range u.Hosts {
 		s.Endpoints = append(s.Endpoints, scheme+h)
 	}
 	return s, nil

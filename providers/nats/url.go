@@ -3,9 +3,7 @@ package nats
 import (
 	"errors"
 	"net"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/electd/electd/providers"
 )
@@ -27,70 +25,43 @@ func urlForm() *providers.URLForm {
 }
 
 func fromURL(raw string) (providers.Settings, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
+	scheme, _, _ := strings.Cut(raw, "://")
+	u, err := providers.ParseHostsURL(raw)
+	if err != nil || !strings.EqualFold(scheme, "nats") {
 		return nil, errors.New("write nats://host:4222")
 	}
-	if !strings.EqualFold(scheme, "nats") {
-		return nil, errors.New("write nats://host:4222")
-	}
-	s := &Settings{Bucket: DefaultBucket, Replicas: 1, ConnectTimeout: DefaultConnectTimeout}
-	rest, query, _ := strings.Cut(rest, "?")
-	hosts, path, _ := strings.Cut(rest, "/")
-	if path != "" {
+	if u.Path != "" {
 		return nil, errors.New("a nats URL has no path: give the bucket as ?bucket=electd")
 	}
-	// The userinfo ends at the last "@": an unencoded password may hold one.
-	if i := strings.LastIndex(hosts, "@"); i >= 0 {
-		user, pass, hasPass := strings.Cut(hosts[:i], ":")
-		u, err := url.PathUnescape(user)
-		if err != nil {
-			return nil, errors.New("its user name cannot be decoded")
-		}
-		if !hasPass {
-			// nats://TOKEN@host, as the NATS tools read it.
-			s.Token = u
-		} else {
-			s.User = u
-			if s.Password, err = url.PathUnescape(pass); err != nil {
-				return nil, errors.New("its password cannot be decoded")
-			}
-		}
-		hosts = hosts[i+1:]
+	s := &Settings{Bucket: DefaultBucket, Replicas: 1, ConnectTimeout: DefaultConnectTimeout}
+	switch {
+	case u.HasUser && !u.HasPassword:
+		s.Token = u.User // nats://TOKEN@host, as the NATS tools read it
+	case u.HasUser:
+		s.User, s.Password = u.User, u.Password
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return nil, errors.New("its query cannot be parsed")
-	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, errors.New("give each parameter once")
-		}
+	for k, v := range u.Query {
 		switch k {
 		case "bucket":
-			s.Bucket = v[0]
+			s.Bucket = v
 		case "credentials_file":
-			s.CredentialsFile = v[0]
+			s.CredentialsFile = v
 		case "tls":
-			switch v[0] {
-			case "true":
-				s.TLS = true
-			case "false":
-			default:
-				return nil, errors.New("tls must be true or false")
+			if s.TLS, err = providers.URLBool(k, v); err != nil {
+				return nil, err
 			}
 		case "connect_timeout":
-			if s.ConnectTimeout, err = time.ParseDuration(v[0]); err != nil || s.ConnectTimeout <= 0 {
-				return nil, errors.New("connect_timeout must be a positive Go duration such as 5s")
+			if s.ConnectTimeout, err = providers.URLDuration(k, v); err != nil {
+				return nil, err
 			}
 		default:
 			return nil, errors.New("a nats URL takes the parameters bucket, tls, credentials_file and connect_timeout")
 		}
 	}
-	if hosts == "" {
+	if len(u.Hosts) == 0 {
 		return nil, errors.New("it names no server: write nats://host:4222")
 	}
-	for _, h := range strings.Split(hosts, ",") {
+	for _, h := range u.Hosts {
 		if _, _, err := net.SplitHostPort(h); err != nil && h != "" {
 			h = net.JoinHostPort(strings.Trim(h, "[]"), "4222")
 		}

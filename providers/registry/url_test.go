@@ -12,6 +12,7 @@ import (
 	"github.com/electd/electd/providers/mongodb"
 	"github.com/electd/electd/providers/redis"
 	"github.com/electd/electd/providers/sql"
+	"github.com/electd/electd/providers/zookeeper"
 )
 
 // TestFromURL: each store reads its own URLs into the settings a provider
@@ -45,6 +46,10 @@ func TestFromURL(t *testing.T) {
 			&mongodb.Settings{URI: "mongodb://u:pw@m1:27017,m2:27017/ops?replicaSet=rs0", Database: "ops", Collection: "locks", WriteConcern: "majority"}},
 		{"mongodb://m1/?w=2", "mongodb", &mongodb.Settings{URI: "mongodb://m1/?w=2", Database: "electd", Collection: "leases", WriteConcern: "2"}},
 		{"datastore://my-project/ns1?kind=Lock", "datastore", &datastore.Settings{ProjectID: "my-project", Namespace: "ns1", Kind: "Lock"}},
+		{"zk://z1:2181,z2,z3:2182/jobs/electd?connect_timeout=3s", "zookeeper",
+			&zookeeper.Settings{Servers: []string{"z1:2181", "z2:2181", "z3:2182"}, Root: "/jobs/electd", ConnectTimeout: 3 * time.Second}},
+		{"zookeeper://ops:p%40ss@127.0.0.1:2181", "zookeeper",
+			&zookeeper.Settings{Servers: []string{"127.0.0.1:2181"}, Root: zookeeper.DefaultRoot, Username: "ops", Password: "p@ss", ConnectTimeout: zookeeper.DefaultConnectTimeout}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {
@@ -87,6 +92,9 @@ func TestFromURLErrors(t *testing.T) {
 		{"mongodb://u:" + pw + "@h:27017/a.b", "database name"},
 		{"datastore://", "project_id must not be empty"},
 		{"datastore://p?namespace=x", "parameters kind and credentials_file"},
+		{"zk://", "names no server"},
+		{"zk://u:" + pw + "@h:2181?session=4s", "the parameter connect_timeout"},
+		{"zk://h:2181?connect_timeout=-1s", "positive Go duration"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {

@@ -69,6 +69,7 @@ func Type() providers.Type {
 				ConnectTimeout: b.Duration("connect_timeout", DefaultConnectTimeout),
 			}
 		},
+		URL: urlForm(),
 	}
 }
 
