@@ -63,8 +63,12 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	environ = append(environ, ev.Environ()...) // last, so a job cannot fake them
 	environ = append(environ, extra...)
 	log := r.log.Named(kind)
+	level := hclog.Info
+	if kind == "health" {
+		level = hclog.Debug // a check every few seconds: its output would drown the log
+	}
 	s := &started{kind: kind, event: ev.Type,
-		out: &lineLogger{log: log, stream: "stdout"}, errw: &lineLogger{log: log, stream: "stderr"}}
+		out: &lineLogger{log: log, stream: "stdout", level: level}, errw: &lineLogger{log: log, stream: "stderr", level: level}}
 	var stdout, stderr io.Writer = s.out, s.errw
 	if r.stdout != nil && r.stderr != nil {
 		stdout, stderr = r.stdout, r.stderr
@@ -105,9 +109,13 @@ func (r *runner) finished(s *started, timedOut bool) {
 	log := r.log.Named(s.kind)
 	// Under RunOnce the exit code is the caller's to report (electd lock
 	// exits with it): a failure is not news to log as a warning.
-	if result == "ok" || result == "stopped" || r.stdout != nil {
+	switch {
+	case s.kind == "health":
+		// The job logs what a check's result means (health.go).
+		log.Debug("exited", "pid", s.Pid(), "exit_code", code, "result", result)
+	case result == "ok" || result == "stopped" || r.stdout != nil:
 		log.Info("exited", "pid", s.Pid(), "exit_code", code, "result", result)
-	} else {
+	default:
 		log.Warn("exited", "pid", s.Pid(), "exit_code", code, "result", result)
 	}
 	r.count(s.event, s.kind, result)
@@ -162,6 +170,7 @@ func (r *runner) killAll() {
 type lineLogger struct {
 	log    hclog.Logger
 	stream string
+	level  hclog.Level
 	mu     sync.Mutex
 	buf    bytes.Buffer
 }
@@ -196,5 +205,5 @@ func (l *lineLogger) flush() {
 }
 
 func (l *lineLogger) emit(line []byte) {
-	l.log.Info(strings.TrimRight(string(line), "\r"), "stream", l.stream)
+	l.log.Log(l.level, strings.TrimRight(string(line), "\r"), "stream", l.stream)
 }
