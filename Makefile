@@ -4,6 +4,8 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/electd
+# The supervisor every command runs under, built beside $(BIN).
+SHIM      = $(dir $(BIN))electd-shim
 CONFIG   ?= examples/quickstart.hcl
 TESTFLAGS ?= -count=1 -timeout 20m
 
@@ -15,6 +17,7 @@ all: build
 BUILDFLAGS ?=
 build:
 	$(GO) build $(BUILDFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/electd
+	$(GO) build $(BUILDFLAGS) -ldflags "$(LDFLAGS)" -o $(SHIM) ./cmd/electd-shim
 
 # The quickstart agent on the embedded SQLite default: no server to install.
 # Start more in other terminals with `make run` and watch failover.
@@ -46,7 +49,8 @@ vet:
 services:
 	scripts/services.sh
 
-# Install the binary, the systemd unit, the man page electd(1), the bash and zsh
+# Install the binary and the supervisor of its commands (electd-shim, in
+# SHIMDIR), the systemd unit, the man page electd(1), the bash and zsh
 # completions, the documentation with one example configuration per store,
 # /etc/default/electd, and an /etc/electd whose one file declares no job (so
 # the service starts and runs nothing until you write a job). An existing
@@ -56,6 +60,8 @@ PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
 DOCDIR      ?= $(PREFIX)/share/doc/electd
 MANDIR      ?= $(PREFIX)/share/man
+# electd-shim: electd looks for it beside itself, then in ../lib/electd/.
+SHIMDIR     ?= $(PREFIX)/lib/electd
 # Where systemd looks for a vendor's units (/etc/systemd/system is the admin's).
 UNITDIR     ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
@@ -66,6 +72,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 SUBST = sed -e 's|/usr/local/bin/electd|$(BINDIR)/electd|g' -e 's|/usr/local/share/doc/electd|$(DOCDIR)|g'
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/electd
+	install -D -m 0755 $(SHIM) $(DESTDIR)$(SHIMDIR)/electd-shim
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
 		$(DESTDIR)$(DOCDIR)/docs/providers $(DESTDIR)$(DOCDIR)/examples
 	$(SUBST) dist/systemd/electd.service > $(DESTDIR)$(UNITDIR)/electd.service
@@ -96,7 +103,7 @@ install: build
 # Removes what install installed, except /etc/electd, /etc/default/electd,
 # the user and /var/lib/electd.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/electd $(DESTDIR)$(UNITDIR)/electd.service $(DESTDIR)$(MANDIR)/man1/electd.1.gz \
+	rm -f $(DESTDIR)$(BINDIR)/electd $(DESTDIR)$(SHIMDIR)/electd-shim $(DESTDIR)$(UNITDIR)/electd.service $(DESTDIR)$(MANDIR)/man1/electd.1.gz \
 		$(DESTDIR)$(BASHCOMPDIR)/electd $(DESTDIR)$(ZSHCOMPDIR)/_electd
 	rm -rf $(DESTDIR)$(DOCDIR)
 

@@ -56,7 +56,7 @@ func run(args []string) int {
 	o := &options{}
 	fs := flag.NewFlagSet("electd-bench", flag.ContinueOnError)
 	fs.StringVar(&o.suites, "suites", "failover,anchors,scale", "suites to run: failover, anchors, scale")
-	fs.StringVar(&o.providers, "providers", "sqlite,postgres,mysql,redis,redlock,etcd,zookeeper,datastore,mongodb,azure_blob", "providers of the failover suite")
+	fs.StringVar(&o.providers, "providers", "sqlite,postgres,mysql,redis,redlock,etcd,zookeeper,nats,datastore,mongodb,azure_blob", "providers of the failover suite")
 	fs.IntVar(&o.runs, "runs", 30, "crash runs and handover runs per provider")
 	fs.IntVar(&o.slowRuns, "slow-runs", 10, "runs where one takes seconds to a quarter minute: azure_blob crash runs (ttl 15 s), the client-go anchor's crash and handover runs")
 	fs.IntVar(&o.anchorRuns, "anchor-runs", 30, "crash and handover runs per fast anchor")
@@ -107,9 +107,19 @@ func run(args []string) int {
 	}
 
 	// A private copy: others may rebuild bin/electd while the bench runs.
+	// electd-shim goes with it when it is beside the binary, as installed.
 	if err := copyFile(o.electd, filepath.Join(o.work, "electd")); err != nil {
 		fmt.Fprintln(os.Stderr, "electd-bench:", err)
 		return 1
+	}
+	shim := filepath.Join(filepath.Dir(o.electd), "electd-shim")
+	if _, err := os.Stat(shim); err == nil {
+		if err := copyFile(shim, filepath.Join(o.work, "electd-shim")); err != nil {
+			fmt.Fprintln(os.Stderr, "electd-bench:", err)
+			return 1
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "electd-bench: no %s: commands run under electd itself, which starts slower\n", shim)
 	}
 	electdPath := o.electd
 	o.electd = filepath.Join(o.work, "electd")
@@ -232,6 +242,11 @@ func writeMachine(w io.Writer, ctx context.Context, o *options, electdPath, load
 	t.add("kernel", readTrim("/proc/sys/kernel/osrelease"))
 	t.add("Go", runtime.Version()+" (bench binary)")
 	t.add("electd", outputOf(o.electd, "version")+" ("+electdPath+")")
+	shim := "electd-shim (beside the binary)"
+	if _, err := os.Stat(filepath.Join(filepath.Dir(o.electd), "electd-shim")); err != nil {
+		shim = "electd itself (no electd-shim beside the binary)"
+	}
+	t.add("commands run under", shim)
 	t.add("load average at start", load0+" (the machine is shared with other engineers' tests)")
 	for _, v := range storeVersions(ctx) {
 		t.add(v[0], v[1])

@@ -83,7 +83,9 @@ if ! make --no-print-directory install DESTDIR="$root" PREFIX=/usr BIN="$work/el
 fi
 
 # What dh_strip removes besides: the linker's .comment.
-strip --remove-section=.comment --remove-section=.note "$root/usr/bin/electd" 2>/dev/null || true
+for b in "$root/usr/bin/electd" "$root/usr/lib/electd/electd-shim"; do
+	strip --remove-section=.comment --remove-section=.note "$b" 2>/dev/null || true
+done
 
 # Depends: the libraries the binary links, as dpkg-shlibdeps (dpkg-dev)
 # finds them, else the newest glibc symbol version it needs.
@@ -91,7 +93,7 @@ depends=adduser
 if command -v dpkg-shlibdeps >/dev/null; then
 	mkdir -p "$work/debian"
 	printf 'Source: electd\n\nPackage: electd\nArchitecture: any\n' >"$work/debian/control"
-	libs=$(cd "$work" && dpkg-shlibdeps -O -e root/usr/bin/electd 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+	libs=$(cd "$work" && dpkg-shlibdeps -O -e root/usr/bin/electd -e root/usr/lib/electd/electd-shim 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 elif glibc=$(readelf --dyn-syms -W "$root/usr/bin/electd" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1) && [ -n "$glibc" ]; then
 	libs="libc6 (>= $glibc)"
 else

@@ -85,6 +85,7 @@ func TestDebianPackage(t *testing.T) {
 	}
 	for path, want := range map[string]string{
 		"/usr/bin/electd":                               "-rwxr-xr-x root/root",
+		"/usr/lib/electd/electd-shim":                   "-rwxr-xr-x root/root",
 		"/lib/systemd/system/electd.service":            "-rw-r--r-- root/root",
 		"/etc/default/electd":                           "-rw------- root/root",
 		"/etc/electd/electd.hcl":                        "-rw-r--r-- root/root",

@@ -41,6 +41,7 @@ func TestMakeInstall(t *testing.T) {
 			install()
 			doc := strings.TrimPrefix(prefix, "/") + "/share/doc/electd"
 			for _, f := range []string{c.bin, c.unit, c.zsh, "etc/default/electd", "etc/electd/electd.hcl",
+				strings.TrimPrefix(prefix, "/") + "/lib/electd/electd-shim",
 				strings.TrimPrefix(prefix, "/") + "/share/man/man1/electd.1.gz",
 				strings.TrimPrefix(prefix, "/") + "/share/bash-completion/completions/electd",
 				doc + "/README.md", doc + "/docs/operations.md", doc + "/docs/providers/sql.md", doc + "/examples/quickstart.hcl"} {
@@ -92,20 +93,32 @@ func TestMakeInstall(t *testing.T) {
 	}
 }
 
-// An upgrade replaces or removes the binary under a running agent: the agent
-// still starts its commands under the parent-death shim (/proc/self/exe).
+// An upgrade replaces or removes the binaries under a running agent: the
+// agent still starts its commands under the shim it started with, whether
+// that is electd-shim beside it (held open) or, without one, electd itself
+// (/proc/self/exe).
 func TestBinaryRemovedWhileRunning(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "electd")
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "electd.hcl")
-	src := `
+	for _, withShim := range []bool{true, false} {
+		name := map[bool]string{true: "electd-shim", false: "electd alone"}[withShim]
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			bins := []string{filepath.Join(dir, "electd")}
+			if withShim {
+				bins = append(bins, filepath.Join(dir, "electd-shim"))
+			}
+			for _, b := range bins {
+				data, err := os.ReadFile(filepath.Join(filepath.Dir(binary), filepath.Base(b)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(b, data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := filepath.Join(dir, "electd.hcl")
+			runsFile := filepath.Join(dir, "runs")
+			// Each run records the program of its parent, the shim.
+			src := `
 agent {
   node_id = "node-1"
   listen  = ""
@@ -118,39 +131,54 @@ job "restarts" {
   ttl         = "4s"
   renew_every = "1s"
   run {
-    command      = ["sh", "-c", "echo run >> ` + filepath.Join(dir, "runs") + `; sleep 0.3"]
+    command      = ["sh", "-c", "echo \"run $(readlink /proc/$PPID/exe)\" >> ` + runsFile + `; sleep 0.3"]
     restart      = "always"
     restart_wait = "100ms"
     stop_timeout = "1s"
   }
 }
 `
-	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "-config", cfg)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	runs := func() int {
-		b, _ := os.ReadFile(filepath.Join(dir, "runs"))
-		return strings.Count(string(b), "run")
-	}
-	waitFor := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for runs() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d runs, want %d", runs(), n)
+			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			cmd := exec.Command(bins[0], "run", "-config", cfg)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+			lines := func() []string {
+				b, _ := os.ReadFile(runsFile)
+				return strings.Split(strings.TrimSpace(string(b)), "\n")
+			}
+			runs := func() int {
+				b, _ := os.ReadFile(runsFile)
+				return strings.Count(string(b), "run ")
+			}
+			waitFor := func(n int) {
+				t.Helper()
+				deadline := time.Now().Add(15 * time.Second)
+				for runs() < n {
+					if time.Now().After(deadline) {
+						t.Fatalf("only %d runs, want %d", runs(), n)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			waitFor(2)
+			want := bins[len(bins)-1]
+			if got := strings.TrimPrefix(lines()[0], "run "); got != want {
+				t.Fatalf("the command ran under %q, want %q", got, want)
+			}
+			for _, b := range bins {
+				if err := os.Remove(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := runs()
+			waitFor(before + 3)
+			if got := strings.TrimPrefix(lines()[runs()-1], "run "); got != want+" (deleted)" {
+				t.Errorf("after the files were removed, the command ran under %q, want %q", got, want+" (deleted)")
+			}
+		})
 	}
-	waitFor(2)
-	if err := os.Remove(bin); err != nil {
-		t.Fatal(err)
-	}
-	before := runs()
-	waitFor(before + 3)
 }

@@ -2,8 +2,9 @@
 // process group and stops them as a group: stop signal, grace, then SIGKILL
 // (consul #2022: a `sh -c` grandchild must not survive its parent).
 //
-// Each command runs under a small supervisor, the shim: the electd binary
-// re-executed in shim mode (see MaybeShim), which leads the process group,
+// Each command runs under a small supervisor, the shim: the electd-shim
+// binary (cmd/electd-shim), or the electd binary re-executed in shim mode,
+// both through MaybeShim. It leads the process group,
 // is a child subreaper (PR_SET_CHILD_SUBREAPER) and gets SIGTERM when the
 // agent dies (PR_SET_PDEATHSIG). With the shim, which electd always uses:
 //

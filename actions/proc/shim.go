@@ -24,6 +24,10 @@ const (
 // reportFd is where the shim tells Start whether the command started.
 const reportFd = 3
 
+// leftoverWait is how long the shim, once the command has exited, waits
+// to learn it has no child left before it looks for leftovers in /proc.
+const leftoverWait = 5 * time.Millisecond
+
 // forwarded are the signals the shim catches and passes on to the processes
 // that left its group: every stop_signal but the uncatchable KILL and STOP,
 // CHLD (its own children send it) and URG (the Go runtime uses it).
@@ -122,7 +126,15 @@ func shim(argv []string) int {
 			onSignal(sig, true)
 		case code := <-exited:
 			// What the command left behind goes with it: Done means that
-			// everything it started is gone.
+			// everything it started is gone. A shim with no child left has
+			// no descendant at all (the kernel re-parents a dying process's
+			// children to the subreaper before its parent can reap it), so
+			// in the usual case there is nothing to look for.
+			select {
+			case <-reaped:
+				return code
+			case <-time.After(leftoverWait):
+			}
 			killTree(self, 5*time.Second)
 			select {
 			case <-reaped:

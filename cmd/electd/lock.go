@@ -151,10 +151,7 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	shim := "/proc/self/exe" // as for electd run: the command dies with electd lock
-	if _, err := os.Stat(shim); err != nil {
-		shim = ""
-	}
+	shim, _ := locateShim() // as for electd run: the command dies with electd lock
 	a, err := agent.New(cfg, agent.Options{
 		Logger: log.Named("agent"),
 		Shim:   shim,

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	proc.MaybeShim() // electd re-executes itself to supervise each command
+	proc.MaybeShim() // without electd-shim beside it, electd re-executes itself to supervise each command
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

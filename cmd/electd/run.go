@@ -82,12 +82,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	stdlog.SetOutput(secrets.Writer(stderr))
 	mysql.SetLogger(stdlog.New(secrets.Writer(stderr), "[mysql] ", stdlog.LstdFlags))
 	m := metrics.New(version, buildCommit())
-	// The shim is this very binary: /proc/self/exe still runs it after an
-	// upgrade replaced or removed the file on disk.
-	shim := "/proc/self/exe"
-	if _, err := os.Stat(shim); err != nil {
-		log.Warn("no /proc/self/exe: commands run without the parent-death supervisor", "error", err)
-		shim = ""
+	shim, shimWhat := locateShim()
+	if shim == "" {
+		log.Warn("no /proc: commands run without the parent-death supervisor")
+	} else {
+		log.Debug("commands run under the shim", "shim", shimWhat)
 	}
 	hooks := webhook.New(webhook.Options{
 		Logger:   log.Named("webhook"),

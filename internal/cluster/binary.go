@@ -40,18 +40,21 @@ func Cleanup() {
 	}
 }
 
-// Build runs `go build -o out ./cmd/electd` in the module's root; the
-// compiler's messages go to stderr.
+// Build builds ./cmd/electd as out and ./cmd/electd-shim beside it, as an
+// installation has them, in the module's root; the compiler's messages go
+// to stderr.
 func Build(out string) error {
 	root, err := teststore.RepoRoot()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/electd")
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building electd: %w", err)
+	for pkg, to := range map[string]string{"./cmd/electd": out, "./cmd/electd-shim": filepath.Join(filepath.Dir(out), "electd-shim")} {
+		cmd := exec.Command("go", "build", "-o", to, pkg)
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building %s: %w", pkg, err)
+		}
 	}
 	return nil
 }

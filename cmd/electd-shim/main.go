@@ -1,0 +1,24 @@
+// Command electd-shim supervises one command for electd: it leads the
+// command's process group, is its child subreaper and kills every
+// descendant when the command ends or the agent dies (package
+// actions/proc). electd starts it; it is not meant to be run by hand.
+//
+// It is a binary of its own, beside electd or in ../lib/electd/, because it
+// starts on every handover: a few packages start in about a millisecond
+// where the whole electd binary, with every store's SDK to initialise,
+// takes about ten (docs/benchmarks.md). Without it electd re-executes
+// itself as the shim, which works the same, only slower to start.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/electd/electd/actions/proc"
+)
+
+func main() {
+	proc.MaybeShim()
+	fmt.Fprintln(os.Stderr, "electd-shim: started by electd to supervise a command; it is not run by hand")
+	os.Exit(2)
+}
