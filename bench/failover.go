@@ -111,6 +111,9 @@ func writeFailover(w io.Writer, rs []failoverResult) {
 		notify := "polls (retry_every)"
 		if cluster.Notifies(r.name) {
 			notify = "notifies on release"
+			if r.name == "sqlite" {
+				notify += " (file watch)"
+			}
 		}
 		t.add(r.name, r.tm.String(),
 			fmt.Sprintf("%d/%d", len(r.s.crash), r.s.crashWant), c[0], c[1], c[2], o50, o99,

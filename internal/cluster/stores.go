@@ -44,10 +44,12 @@ var ProviderNames = []string{"sqlite", "postgres", "mysql", "redis", "redlock", 
 
 // Notifies reports whether the provider wakes waiting candidates when a
 // lease is released (PostgreSQL LISTEN/NOTIFY, Redis pub/sub, etcd and
-// ZooKeeper watches, a NATS key-value watch); the others find a released lease on their next retry.
+// ZooKeeper watches, a NATS key-value watch, SQLite's file watch for the
+// agents of one machine); the others find a released lease on their next
+// retry.
 func Notifies(name string) bool {
 	switch name {
-	case "postgres", "redis", "redlock", "etcd", "zookeeper", "nats":
+	case "sqlite", "postgres", "redis", "redlock", "etcd", "zookeeper", "nats":
 		return true
 	}
 	return false
