@@ -316,7 +316,7 @@ func (a *Agent) startMembers(jobs []*runningJob) {
 		}
 	}
 	for l, ttl := range need {
-		l.startMembers(a.holder, ttl)
+		l.startMembers(a.holder, ttl, a.log)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
@@ -158,12 +160,14 @@ type members struct {
 	l      *loop
 	holder string
 	ttl    time.Duration
+	log    hclog.Logger
 	done   chan struct{}
 
 	// Owned by the goroutine.
 	slot  int // -1 until one is held
 	lease providers.Lease
-	span  int // slots read: a few beyond the highest seen alive
+	span  int  // slots read: a few beyond the highest seen alive
+	full  bool // every slot was taken at the last try (logged once)
 
 	// Owned by the loop.
 	view        []record        // the other live agents
@@ -176,8 +180,8 @@ type members struct {
 }
 
 // startMembers begins keeping this agent's membership record on l's store.
-func (l *loop) startMembers(holder string, ttl time.Duration) {
-	m := &members{l: l, holder: holder, ttl: ttl, done: make(chan struct{}), slot: -1, span: 4, wanted: map[string]bool{}}
+func (l *loop) startMembers(holder string, ttl time.Duration, log hclog.Logger) {
+	m := &members{l: l, holder: holder, ttl: ttl, log: log, done: make(chan struct{}), slot: -1, span: 4, wanted: map[string]bool{}}
 	l.members = m
 	go m.run()
 }
@@ -239,9 +243,14 @@ func (m *members) publish(ctx context.Context, rec record) {
 			}
 			return // the store is down: the jobs' own requests report it
 		}
-		m.slot, m.lease = i, lease
+		m.slot, m.lease, m.full = i, lease, false
 		m.publish(ctx, rec) // its value
 		return
+	}
+	if !m.full {
+		m.full = true
+		m.log.Warn("every membership slot on the store is taken: this agent still elects, but the others do not count it when they balance",
+			"provider", m.l.ref, "slots", memberSlots)
 	}
 }
 

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,4 +313,51 @@ func TestPreferMovesTheJob(t *testing.T) {
 	if eu.job("etl").state != StateLeader {
 		t.Errorf("the preferred node lost the job again: %+v", eu.job("etl"))
 	}
+}
+
+// When every membership slot on the store is taken, the agent still elects
+// and says why the others will not count it.
+func TestMembershipSlotsFull(t *testing.T) {
+	db := sqliteDB(t)
+	cfg := loadConfig(t, fleetConfig("late", db, "", true, "job \"j\" {\n"+fastTimings+"}\n"))
+	p, err := cfg.Providers[0].Settings.Open(context.Background(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range memberSlots {
+		if _, err := p.Acquire(context.Background(), memberKey(i), fmt.Sprintf("other-%d#1", i), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	var log lockedBuffer
+	a := startAgent(t, cfg, func(o *Options) {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &log})
+	})
+	eventually(t, 10*time.Second, "the job leads and the full slots are logged", func() bool {
+		return a.job("j").state == StateLeader && strings.Contains(log.String(), "every membership slot on the store is taken")
+	})
+	time.Sleep(3 * memberEvery) // it tries again every memberEvery
+	if n := strings.Count(log.String(), "every membership slot"); n != 1 {
+		t.Errorf("the full slots were logged %d times, want once:\n%s", n, log.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the logger's and the test's
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -4,10 +4,10 @@
 // actions/proc). electd starts it; it is not meant to be run by hand.
 //
 // It is a binary of its own, beside electd or in ../lib/electd/, because it
-// starts on every handover: a few packages start in about a millisecond
-// where the whole electd binary, with every store's SDK to initialise,
-// takes about ten (docs/benchmarks.md). Without it electd re-executes
-// itself as the shim, which works the same, only slower to start.
+// starts on every handover: with a few packages to initialise it has a
+// command running in about 2 ms, where the whole electd binary, with every
+// store's SDK, takes about 10 (docs/benchmarks.md). Without it electd
+// re-executes itself as the shim, which works the same, only slower.
 package main
 
 import (
