@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,41 @@ func machineServer(t testing.TB) string {
 	if err := teststore.NATSReady(teststore.NATSAddr)(ctx); err != nil {
 		t.Fatalf("no nats-server with JetStream at %s (scripts/services.sh starts it): %v", teststore.NATSAddr, err)
 	}
-	return "nats://" + teststore.NATSAddr
+	server := "nats://" + teststore.NATSAddr
+	keepOnce.Do(func() { keepErr = keepBucket(server) })
+	if keepErr != nil {
+		t.Fatalf("nats-server at %s: bucket %s: %v", teststore.NATSAddr, keepName, keepErr)
+	}
+	return server
+}
+
+// keepName is a bucket the tests create on the machine's server and never
+// delete. nats-server 2.9 removes an account's store directory when its last
+// stream is deleted, and a stream created at that moment fails with "could
+// not create storage directory ... no such file or directory" (seen in make
+// test: one test's cleanup deleted the last bucket while another created
+// one). With this bucket the account always has a stream.
+const keepName = "electd_test_keep"
+
+var (
+	keepOnce sync.Once
+	keepErr  error
+)
+
+func keepBucket(server string) error {
+	nc, err := nats.Connect(server, nats.Timeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: keepName})
+	return err
 }
 
 // testBucket is a bucket name of the test's own, deleted when it ends.
