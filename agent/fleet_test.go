@@ -1,17 +1,17 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/electd/electd/internal/syncbuf"
 )
 
 // fleetConfig is agentConfig with the agent block's tags and balance.
@@ -330,7 +330,7 @@ func TestMembershipSlotsFull(t *testing.T) {
 		}
 	}
 	p.Close()
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	a := startAgent(t, cfg, func(o *Options) {
 		o.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &log})
 	})
@@ -341,23 +341,4 @@ func TestMembershipSlotsFull(t *testing.T) {
 	if n := strings.Count(log.String(), "every membership slot"); n != 1 {
 		t.Errorf("the full slots were logged %d times, want once:\n%s", n, log.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the logger's and the test's
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // to steal a lease from under electd lock
 
 	"github.com/electd/electd/internal/cluster"
+	"github.com/electd/electd/internal/syncbuf"
 	"github.com/electd/electd/internal/teststore"
 )
 
@@ -52,7 +52,7 @@ type lockProc struct {
 	cmd     *exec.Cmd
 	started time.Time
 	stdout  bytes.Buffer
-	stderr  syncBuffer
+	stderr  syncbuf.Buffer
 	done    chan struct{}
 	code    int // once done
 	ended   time.Time
@@ -109,24 +109,6 @@ func runLock(t *testing.T, within time.Duration, args ...string) *lockProc {
 	p := startLock(t, args...)
 	p.wait(t, within)
 	return p
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // lockURL is the -provider URL of a store, with a table, key prefix or file

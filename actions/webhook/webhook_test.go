@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/syncbuf"
 	"github.com/electd/electd/providers/registry"
 )
 
@@ -449,7 +450,7 @@ func TestTimeoutAndConnectionRefused(t *testing.T) {
 		addr := freeAddr(t)
 		w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 10", "http://"+addr+"/hook"))
 		res := &results{}
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		s := newSender(t, res, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})})
 		s.Send(context.Background(), "billing", w, event(1))
 		waitFor(t, "a refused attempt", func() bool { return strings.Contains(logs.String(), "retrying") })
@@ -468,7 +469,7 @@ func TestTimeoutAndConnectionRefused(t *testing.T) {
 	t.Run("connection refused every time", func(t *testing.T) {
 		w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 3", "http://"+freeAddr(t)+"/hook"))
 		res := &results{}
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		s := newSender(t, res, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})})
 		s.Send(context.Background(), "billing", w, event(1))
 		waitFor(t, "result", func() bool { return res.total() == 1 })
@@ -482,24 +483,6 @@ func TestTimeoutAndConnectionRefused(t *testing.T) {
 			t.Errorf("the network error is not logged:\n%s", logs.String())
 		}
 	})
-}
-
-// syncBuffer is a log sink that workers write to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestOrderedPerJobAndNeverBlocking(t *testing.T) {
@@ -693,7 +676,7 @@ func TestURLCredentialsNotLogged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := webhookFrom(t, fmt.Sprintf("url = %q\n max_attempts = 2", fmt.Sprintf(tt.url, tt.host)))
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			res := &results{}
 			s := newSender(t, res, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace})})
 			s.Send(context.Background(), "billing", w, event(1))

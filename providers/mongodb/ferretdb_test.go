@@ -1,7 +1,6 @@
 package mongodb_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,29 +12,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.mongodb.org/mongo-driver/bson"
 
+	"github.com/electd/electd/internal/syncbuf"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/mongodb"
 	"github.com/electd/electd/providers/providertest"
 )
-
-// syncBuffer is a log sink the driver's goroutines may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFerretDBProbe: FerretDB refuses pipeline updates, so Open picks the
 // agent's clock, says so in a warning, and leaves no lease behind.
@@ -44,7 +26,7 @@ func TestFerretDBProbe(t *testing.T) {
 	uri, _ := teststore.StartFerretDB(t)
 	s := reach(t, uri)
 	settings := s.settings(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug})
 	p, err := mongodb.New(context.Background(), settings, log)
 	if err != nil {

@@ -1,0 +1,27 @@
+// Package syncbuf is a bytes.Buffer that goroutines may write while another
+// reads it: a log sink for tests, shared so that each package does not keep
+// its own copy.
+package syncbuf
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is safe for concurrent Write and String.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
