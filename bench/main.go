@@ -50,6 +50,7 @@ type options struct {
 	scaleLeadWithin   time.Duration
 	electd, out, work string
 	keep              bool
+	shim              bool // electd-shim was copied beside electd
 }
 
 func run(args []string) int {
@@ -118,6 +119,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "electd-bench:", err)
 			return 1
 		}
+		o.shim = true
 	} else {
 		fmt.Fprintf(os.Stderr, "electd-bench: no %s: commands run under electd itself, which starts slower\n", shim)
 	}
@@ -242,9 +244,9 @@ func writeMachine(w io.Writer, ctx context.Context, o *options, electdPath, load
 	t.add("kernel", readTrim("/proc/sys/kernel/osrelease"))
 	t.add("Go", runtime.Version()+" (bench binary)")
 	t.add("electd", outputOf(o.electd, "version")+" ("+electdPath+")")
-	shim := "electd-shim (beside the binary)"
-	if _, err := os.Stat(filepath.Join(filepath.Dir(o.electd), "electd-shim")); err != nil {
-		shim = "electd itself (no electd-shim beside the binary)"
+	shim := "electd itself (no electd-shim beside the binary)"
+	if o.shim {
+		shim = "electd-shim (beside the binary)"
 	}
 	t.add("commands run under", shim)
 	t.add("load average at start", load0+" (the machine is shared with other engineers' tests)")
