@@ -1,10 +1,11 @@
 # A cluster-wide scheduler on etcd, which operators often already run for
 # consensus (Kubernetes, Patroni, CoreDNS). Every node runs this file.
 #
-# Each job holds two keys under the prefix: /electd/<job> is attached to an
-# etcd lease of the job's ttl (rounded up to whole seconds) and exists while
-# the job is held; /electd/<job>/record keeps the fencing token, which grows
-# by one per term and survives releases, expiries and etcd restarts.
+# Each job holds two keys under the prefix: /electd/<job> exists while the
+# job is held and is attached to the agent's etcd lease for the job's ttl
+# (rounded up to whole seconds; one per agent and ttl, however many jobs);
+# /electd/<job>/record keeps the fencing token, which grows by one per term
+# and survives releases, expiries and etcd restarts.
 # The etcd user needs read and write on the prefix: see docs/providers/etcd.md.
 
 provider "etcd" "main" {

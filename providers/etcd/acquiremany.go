@@ -18,12 +18,8 @@ var (
 	_ providers.BatchReleaser = (*Provider)(nil)
 )
 
-// grantsInFlight bounds the LeaseGrant requests of one AcquireMany sent at
-// once over the client's connection.
-const grantsInFlight = 16
-
 // newTerm is a key of an AcquireMany that was free (or the caller's) when
-// read: its state as read and the etcd lease granted for its new term.
+// read: its state as read and the session its new term goes on.
 type newTerm struct {
 	i     int
 	st    state
@@ -35,9 +31,8 @@ type newTerm struct {
 
 // AcquireMany tries many Acquires with a handful of requests: the keys are
 // read in transactions of up to 64 keys (as RenewMany reads them), every key
-// found free or the caller's gets an etcd lease of its own (LeaseGrant has no
-// batch form in etcd's API: one request per new term, 16 in flight), and the
-// new terms are written in transactions of up to 64 keys, each guarded by
+// found free or the caller's goes on the session of its ttl (one keep-alive
+// or grant per ttl, session.go), and the new terms are written in transactions of up to 64 keys, each guarded by
 // the ModRevisions read, as Acquire guards one. Each request gets the answer
 // Acquire would give, with one difference: a *HeldError names holder and
 // token but leaves Expires and Remaining zero, as etcd answers a lease's
@@ -45,11 +40,8 @@ type newTerm struct {
 // hears the key's deletion (release or expiry) anyway. The keys of a
 // transaction that lost a race (a key changed since the read) are acquired
 // by Acquire itself, as are repeats of a key in one batch.
-//
-// The etcd lease of the caller's previous term, when it held the key
-// already, is not revoked (Acquire revokes it): no key is attached to it
-// any more, and it expires by itself within its ttl.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
+	since := time.Now()
 	out := make([]providers.Lease, len(reqs))
 	errs := make([]error, len(reqs))
 	fail := func(i int, err error) {
@@ -84,7 +76,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		if err == nil {
 			var states []state
 			if states, err = p.readMany(ctx, cli, keys); err == nil {
-				retry = p.acquireRead(ctx, cli, reqs, secs, idx, states, out, errs, fail)
+				retry = p.acquireRead(ctx, cli, since, reqs, secs, idx, states, out, errs, fail)
 				return
 			}
 		}
@@ -103,7 +95,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 
 // acquireRead decides the requests idx from their states, grants and writes
 // the new terms, and returns the requests left to Acquire.
-func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, reqs []providers.AcquireRequest, secs []int64, idx []int, states []state, out []providers.Lease, errs []error, fail func(int, error)) (retry []int) {
+func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since time.Time, reqs []providers.AcquireRequest, secs []int64, idx []int, states []state, out []providers.Lease, errs []error, fail func(int, error)) (retry []int) {
 	var terms []*newTerm
 	for n, i := range idx {
 		st := states[n]
@@ -113,37 +105,38 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, reqs [
 		}
 		terms = append(terms, &newTerm{i: i, st: st, ttl: secs[i], token: st.rec.Token + 1})
 	}
-	// Grant every new term its etcd lease.
-	var granted []*newTerm
-	var mu sync.Mutex
-	forEachN(len(terms), grantsInFlight, func(n int) {
-		t := terms[n]
-		g, err := cli.Grant(ctx, t.ttl)
-		if err != nil {
-			fail(t.i, fmt.Errorf("grant lease: %w", err))
-			return
-		}
-		t.id, t.ttl, t.at = g.ID, g.TTL, time.Now()
-		mu.Lock()
-		granted = append(granted, t)
-		mu.Unlock()
-	})
-	for start := 0; start < len(granted); start += keysPerTxn {
-		chunk := granted[start:min(start+keysPerTxn, len(granted))]
-		ok, err := p.writeTerms(ctx, cli, reqs, secs, chunk)
-		if err != nil || !ok {
-			// Also when the outcome is unknown: revoking frees the keys if
-			// the write did land, which is safe, as the caller is told no.
-			ids := make([]clientv3.LeaseID, len(chunk))
-			for n, t := range chunk {
-				ids[n] = t.id
+	// Every new term goes on the session of its ttl: one keep-alive (or
+	// grant) per ttl, however many terms.
+	var placed []*newTerm
+	sessions := map[int64]session{}
+	for _, t := range terms {
+		sess, ok := sessions[t.ttl]
+		if !ok {
+			var err error
+			if sess, err = p.session(ctx, cli, t.ttl, since); err != nil {
+				fail(t.i, err)
+				continue
 			}
-			p.revokeMany(ctx, cli, ids)
+			sessions[t.ttl] = sess
 		}
+		t.id, t.ttl, t.at = sess.id, sess.ttl, sess.at
+		placed = append(placed, t)
+	}
+	for start := 0; start < len(placed); start += keysPerTxn {
+		chunk := placed[start:min(start+keysPerTxn, len(placed))]
+		ok, err := p.writeTerms(ctx, cli, reqs, secs, chunk)
 		for _, t := range chunk {
 			r := reqs[t.i]
 			switch {
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				// The session expired since its keep-alive: nothing was
+				// written, and Acquire starts a new one.
+				p.expired(t.id)
+				retry = append(retry, t.i)
 			case err != nil && !errors.Is(err, rpctypes.ErrTooManyOps):
+				// The outcome is unknown: if the write landed, the key must
+				// not stay on the session (the caller is told no).
+				p.abandon(providers.Lease{Key: r.Key, Holder: r.Holder, Token: t.token, Value: t.st.rec.Value})
 				fail(t.i, err)
 			case ok:
 				out[t.i] = providers.Lease{
@@ -187,14 +180,14 @@ func (p *Provider) writeTerms(ctx context.Context, cli *clientv3.Client, reqs []
 // still held (holder and token as given) written in transactions of up to
 // 64 keys, each guarded by the ModRevisions read, as Release guards one:
 // the record keeps the token and takes the Value, the lease key is deleted.
-// Each lease gets the answer Release would give. The terms' etcd leases
-// are not revoked (Release revokes each, a request per lease): no key is
-// attached to them any more, and they expire by themselves within their
-// ttl. The keys of a transaction that lost a race are released by Release
-// itself, as are repeats of a key in one batch.
+// Each lease gets the answer Release would give; one that fails is tried
+// again at the next RenewMany, as after Release. The keys of a transaction
+// that lost a race are released by Release itself, as are repeats of a key
+// in one batch.
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
 	errs := make([]error, len(leases))
 	fail := func(i int, err error) {
+		p.abandon(leases[i]) // refused ones are not kept
 		errs[i] = fmt.Errorf("etcd: release %q: %w", leases[i].Key, p.explain(err))
 	}
 	var (
@@ -288,11 +281,6 @@ func checkAcquire(r providers.AcquireRequest) (int64, error) {
 		return 0, err
 	}
 	return leaseSeconds(r.TTL)
-}
-
-// revokeMany revokes ids, grantsInFlight at a time.
-func (p *Provider) revokeMany(ctx context.Context, cli *clientv3.Client, ids []clientv3.LeaseID) {
-	forEachN(len(ids), grantsInFlight, func(n int) { p.revoke(ctx, cli, ids[n]) })
 }
 
 // forEach calls fn with each of idx, singleWorkers at a time.

@@ -40,8 +40,8 @@ var _ providers.BatchRenewer = (*Provider)(nil)
 
 // RenewMany renews many leases with a handful of requests, however many
 // there are: the holder and token checks in transactions of up to 64 keys
-// (128 Gets), the keep-alives of all the terms' etcd leases pipelined over
-// one LeaseKeepAlive stream, and the changed Values written in guarded
+// (128 Gets), one keep-alive per session the terms are on (one per ttl,
+// session.go), and the changed Values written in guarded
 // transactions of up to 64 keys. Each lease gets the answer Renew would
 // give: the renewed lease, lost, or the error of the request that failed
 // (a lease whose keep-alive etcd answered is renewed even when a later
@@ -92,6 +92,7 @@ func (b *batch) renewed(i int, ans keptAlive) {
 
 func (b *batch) run(ctx context.Context) {
 	defer b.renewSingly(ctx)
+	b.p.startSweep()
 	var idx []int
 	var keys []string
 	seen := make(map[string]bool, len(b.leases))
@@ -148,13 +149,23 @@ func (b *batch) keepAlive(ctx context.Context, cli *clientv3.Client, alive []pen
 	if len(alive) == 0 {
 		return
 	}
-	ids := make([]clientv3.LeaseID, len(alive))
-	for n, a := range alive {
-		ids[n] = a.st.leaseID
+	// The terms share a handful of sessions (one per ttl): one keep-alive
+	// each, however many terms.
+	var ids []clientv3.LeaseID
+	slot := map[clientv3.LeaseID]int{}
+	for _, a := range alive {
+		if _, ok := slot[a.st.leaseID]; !ok {
+			slot[a.st.leaseID] = len(ids)
+			ids = append(ids, a.st.leaseID)
+		}
 	}
 	answers, err := keepAliveMany(ctx, cli, ids)
+	for n, ans := range answers {
+		b.p.kept(ids[n], ans)
+	}
 	var writes []pending
-	for n, a := range alive {
+	for _, a := range alive {
+		n := slot[a.st.leaseID]
 		if n >= len(answers) {
 			b.fail(a.i, fmt.Errorf("keep lease alive: %w", err))
 			continue
@@ -303,10 +314,11 @@ func (p *Provider) writeValues(ctx context.Context, cli *clientv3.Client, leases
 }
 
 // keptAlive is etcd's answer to one keep-alive: the granted ttl (0 when the
-// lease is gone) and when the answer arrived.
+// lease is gone), when the request was sent and when the answer arrived.
 type keptAlive struct {
-	ttl int64
-	at  time.Time
+	ttl  int64
+	sent time.Time
+	at   time.Time
 }
 
 // keepAliveMany sends a keep-alive for every id over one LeaseKeepAlive
@@ -319,6 +331,7 @@ type keptAlive struct {
 func keepAliveMany(ctx context.Context, cli *clientv3.Client, ids []clientv3.LeaseID) ([]keptAlive, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sentAt := time.Now()
 	// The client's own lease client, with its retry policy and its
 	// wait-for-ready, so the stream rides out a short outage as
 	// KeepAliveOnce does.
@@ -351,7 +364,7 @@ func keepAliveMany(ctx context.Context, cli *clientv3.Client, ids []clientv3.Lea
 			<-sent
 			return answers, clientv3.ContextError(ctx, err)
 		}
-		answers = append(answers, keptAlive{ttl: resp.TTL, at: at})
+		answers = append(answers, keptAlive{ttl: resp.TTL, sent: sentAt, at: at})
 	}
 	<-sent // every request was answered, so every send was done
 	return answers, nil

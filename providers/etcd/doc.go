@@ -3,10 +3,10 @@
 //
 // Each job key has two etcd keys under the provider's prefix:
 //
-//	<prefix><key>          the lease key: {"holder","token"}, attached to an
-//	                       etcd lease of the term's ttl. It exists exactly
-//	                       while the lease is held; etcd deletes it when its
-//	                       lease expires, and Release deletes it.
+//	<prefix><key>          the lease key: {"holder","token","ttl"}, attached
+//	                       to the holder's session for that ttl. It exists
+//	                       exactly while the lease is held; etcd deletes it
+//	                       when the session expires, and Release deletes it.
 //	<prefix><key>/record   the record: {"holder","token","value"}, no etcd
 //	                       lease, never deleted. It keeps the last token and
 //	                       the Value across releases, expiries and restarts.
@@ -35,22 +35,37 @@
 // expired-lease sweep runs every 500 ms, and a new etcd leader (or a restarted
 // single member) gives every lease its full ttl again.
 //
-// Renew refreshes the term's etcd lease with one KeepAliveOnce after checking
-// holder and token in the record; a lease that expired and was not taken is
-// renewed by granting a new etcd lease in a guarded transaction. Release
-// deletes the lease key and clears the holder in the record in one
-// transaction, then revokes the etcd lease.
+// Sessions (session.go): the lease keys of all the terms a Provider holds
+// with one ttl are attached to one etcd lease, its session for that ttl, as
+// etcd's concurrency.Session does for elections. One keep-alive renews them
+// all: with a lease per term, 10,000 jobs cost etcd 10,000 keep-alives per
+// renewal period, most of its CPU. Only this Provider writes keys with its
+// sessions' ids, so refreshing a session extends this process's own terms
+// and never another holder's. A new term goes on the session after a
+// refresh sent at or after the operation began, so etcd keeps it at least
+// ttl from then (the timing rule); a burst of Acquires shares that refresh.
+// A session that expired is replaced by a new grant. Close revokes the
+// sessions, so no key of a stopped process outlives it.
+//
+// Renew checks holder and token in the record and refreshes the term's
+// session with one keep-alive; a term that expired and was not taken moves
+// to the live session in a guarded transaction. Release deletes the lease
+// key and clears the holder in the record in one transaction; the session
+// stays. A key that must not stay on a session but could not be released
+// (a failed Release, a write whose outcome is unknown) would no longer
+// expire by itself while the other terms keep the session alive, so the
+// provider remembers it and releases it beside the next RenewMany.
 //
 // The provider implements providers.BatchRenewer: RenewMany checks holders
-// and tokens in transactions of 64 keys and refreshes every term's etcd
-// lease over one LeaseKeepAlive stream, so renewing 10,000 jobs costs 158
-// requests instead of 20,000 (batch.go).
+// and tokens in transactions of 64 keys and sends one keep-alive per
+// session, so renewing 10,000 jobs costs 158 requests instead of 20,000
+// (batch.go).
 //
 // AcquireMany and ReleaseMany (providers.BatchAcquirer, BatchReleaser) read
-// and write in transactions of 64 keys the same way (acquiremany.go);
-// AcquireMany still grants one etcd lease per new term, as etcd has no
-// batch grant and every term keeps its own lease. Their HeldErrors carry no
-// Expires or Remaining, which would cost a LeaseTimeToLive per held key.
+// and write in transactions of 64 keys the same way (acquiremany.go); every
+// new term goes on the session, one keep-alive per batch. Their HeldErrors
+// carry no Expires or Remaining, which would cost a LeaseTimeToLive per held
+// key.
 //
 // HeldError.Remaining from Acquire is etcd's LeaseTimeToLive, whole seconds
 // truncated, + 1 s: never shorter than etcd's own, and free, as Acquire asks

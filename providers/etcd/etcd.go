@@ -36,6 +36,11 @@ type Provider struct {
 	mu     sync.Mutex
 	cli    *clientv3.Client
 	closed bool
+
+	smu       sync.Mutex                 // guards sessions and abandoned (session.go)
+	sessions  map[int64]session          // by granted ttl in seconds
+	abandoned map[string]providers.Lease // by key
+	sweeping  bool                       // a sweep runs
 }
 
 // New returns a provider on the cluster described by s. It does no I/O: the
@@ -93,7 +98,9 @@ func (p *Provider) client(ctx context.Context) (*clientv3.Client, error) {
 	return cli, nil
 }
 
-// Close closes the client. It is safe to call more than once.
+// Close revokes the provider's sessions, so that no lease key of this
+// process outlives it, and closes the client. It is safe to call more than
+// once.
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -103,6 +110,7 @@ func (p *Provider) Close() error {
 	}
 	cli := p.cli
 	p.cli = nil
+	p.revokeSessions(cli)
 	return cli.Close()
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/teststore"
@@ -197,8 +198,8 @@ func testExpiryNotEarly(t *testing.T, endpoint string) {
 }
 
 // testRenewOtherTTL: a Renew with another ttl than the term's (a reloaded
-// job) moves the term to a new etcd lease of that ttl and revokes the old
-// one; the token stays.
+// job) moves the term to the session of that ttl, and no key stays on the
+// old one; the token stays.
 func testRenewOtherTTL(t *testing.T, endpoint string) {
 	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
 	ctx := context.Background()
@@ -226,8 +227,8 @@ func testRenewOtherTTL(t *testing.T, endpoint string) {
 	if ttl, err := cli.TimeToLive(ctx, after.leaseID); err != nil || ttl.GrantedTTL != 5 {
 		t.Fatalf("new etcd lease: %+v, %v; want granted 5 s", ttl, err)
 	}
-	if ttl, err := cli.TimeToLive(ctx, before.leaseID); err != nil || ttl.TTL != -1 {
-		t.Fatalf("old etcd lease: %+v, %v; want revoked (TTL -1)", ttl, err)
+	if ttl, err := cli.TimeToLive(ctx, before.leaseID, clientv3.WithAttachedKeys()); err != nil || len(ttl.Keys) != 0 {
+		t.Fatalf("old session: %+v, %v; want no key attached", ttl, err)
 	}
 	if _, err := p.Renew(ctx, r); err != nil {
 		t.Fatalf("Renew on the new etcd lease: %v", err)

@@ -44,6 +44,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 	if err != nil {
 		return providers.Lease{}, err
 	}
+	since := time.Now()
 	for range attempts {
 		st, err := p.read(ctx, cli, key)
 		if err != nil {
@@ -64,36 +65,36 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 			}
 			return providers.Lease{}, held
 		}
-		grant, err := cli.Grant(ctx, secs)
+		sess, err := p.session(ctx, cli, secs, since)
 		if err != nil {
-			return providers.Lease{}, fmt.Errorf("grant lease: %w", err)
+			return providers.Lease{}, err
 		}
-		granted := time.Now()
 		next := record{Holder: holder, Token: st.rec.Token + 1, Value: st.rec.Value}
 		resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(
-			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: holder, Token: next.Token, TTL: secs}), clientv3.WithLease(grant.ID)),
+			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: holder, Token: next.Token, TTL: secs}), clientv3.WithLease(sess.id)),
 			clientv3.OpPut(p.recordKey(key), encode(next)),
 		).Commit()
-		if err != nil || !resp.Succeeded {
-			// Also when the outcome is unknown: revoking frees the key if
-			// the write did land, which is safe, as the caller was told no.
-			p.revoke(ctx, cli, grant.ID)
-			if err != nil {
-				return providers.Lease{}, err
-			}
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			p.expired(sess.id) // the session expired since its keep-alive
+			continue
+		case err != nil:
+			// The outcome is unknown: if the write landed, the key must
+			// not stay on the session (the caller was told no).
+			p.abandon(providers.Lease{Key: key, Holder: holder, Token: next.Token, Value: st.rec.Value})
+			return providers.Lease{}, err
+		case !resp.Succeeded:
 			continue
 		}
-		if st.held {
-			// The returning holder's previous term: the lease key moved to
-			// the new etcd lease, so this deletes nothing.
-			p.revoke(ctx, cli, st.leaseID)
-		}
+		// A returning holder's previous term was on a session of this
+		// provider or on an etcd lease of an earlier process; either way
+		// the key has moved off it, and it expires by itself.
 		return providers.Lease{
 			Key:     key,
 			Holder:  holder,
 			Token:   next.Token,
 			TTL:     ttl,
-			Expires: granted.Add(time.Duration(grant.TTL) * time.Second),
+			Expires: sess.expires(),
 			Value:   st.rec.Value,
 		}, nil
 	}
@@ -135,6 +136,7 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 	}
 	key := lease.Key
 	rec := record{Holder: lease.Holder, Token: lease.Token, Value: lease.Value}
+	since := time.Now()
 	for range attempts {
 		st, err := p.read(ctx, cli, key)
 		if err != nil {
@@ -144,15 +146,16 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 			return time.Time{}, lost(lease)
 		}
 		if st.held && st.hold.TTL == secs {
-			// Every term has its own etcd lease, revoked when the term ends:
-			// refreshing it cannot revive another holder's term.
-			ka, err := cli.KeepAliveOnce(ctx, st.leaseID)
-			refreshed := time.Now()
-			switch {
-			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				continue // expired since the read: the next read sees it gone
-			case err != nil:
+			// The term's key is on a session of this provider (session.go):
+			// refreshing it extends only this process's own terms.
+			answers, err := keepAliveMany(ctx, cli, []clientv3.LeaseID{st.leaseID})
+			if err != nil {
 				return time.Time{}, fmt.Errorf("keep lease alive: %w", err)
+			}
+			ka := answers[0]
+			p.kept(st.leaseID, ka)
+			if ka.ttl <= 0 {
+				continue // expired since the read: the next read sees it gone
 			}
 			if st.rec.Value != lease.Value {
 				resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(clientv3.OpPut(p.recordKey(key), encode(rec))).Commit()
@@ -163,40 +166,42 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 					continue
 				}
 			}
-			return refreshed.Add(time.Duration(ka.TTL) * time.Second), nil
+			return ka.at.Add(time.Duration(ka.ttl) * time.Second), nil
 		}
-		// Expired and not taken, or another ttl: the term moves to a new
-		// etcd lease, token unchanged.
-		grant, err := cli.Grant(ctx, secs)
+		// Expired and not taken, or another ttl: the term moves to the
+		// session of its ttl, token unchanged. (Not abandoned when the
+		// outcome is unknown: the caller still leads, and renews or
+		// releases it.)
+		sess, err := p.session(ctx, cli, secs, since)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("grant lease: %w", err)
+			return time.Time{}, err
 		}
-		granted := time.Now()
 		resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(
-			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: lease.Holder, Token: lease.Token, TTL: secs}), clientv3.WithLease(grant.ID)),
+			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: lease.Holder, Token: lease.Token, TTL: secs}), clientv3.WithLease(sess.id)),
 			clientv3.OpPut(p.recordKey(key), encode(rec)),
 		).Commit()
-		if err != nil || !resp.Succeeded {
-			p.revoke(ctx, cli, grant.ID)
-			if err != nil {
-				return time.Time{}, err
-			}
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			p.expired(sess.id)
+			continue
+		case err != nil:
+			return time.Time{}, err
+		case !resp.Succeeded:
 			continue
 		}
-		if st.held {
-			p.revoke(ctx, cli, st.leaseID)
-		}
-		return granted.Add(time.Duration(grant.TTL) * time.Second), nil
+		return sess.expires(), nil
 	}
 	return time.Time{}, errChanged
 }
 
 // Release deletes the lease key and clears the holder in the record when
 // holder and token still match; the token and lease.Value stay in the
-// record. The term's etcd lease is revoked afterwards.
+// record. The session stays: the provider's other terms are on it. A
+// release that fails is tried again at the next RenewMany (abandon).
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	err := p.release(ctx, lease)
 	if err != nil && !errors.Is(err, providers.ErrLost) {
+		p.abandon(lease)
 		return fmt.Errorf("etcd: release %q: %w", lease.Key, p.explain(err))
 	}
 	return err
@@ -235,9 +240,6 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 		}
 		if !resp.Succeeded {
 			continue
-		}
-		if st.held {
-			p.revoke(ctx, cli, st.leaseID)
 		}
 		return nil
 	}
@@ -302,16 +304,4 @@ func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id client
 		return 0, false, fmt.Errorf("lease time to live: %w", err)
 	}
 	return time.Duration(resp.TTL+1) * time.Second, true, nil
-}
-
-// revoke ends an etcd lease that no term uses any more. It is tidiness, not
-// safety: a lease left behind expires by itself within its ttl, so a failure
-// (or a ctx already done) is only logged.
-func (p *Provider) revoke(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) {
-	if ctx.Err() != nil {
-		return
-	}
-	if _, err := cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		p.log.Debug("revoke etcd lease failed; it expires by itself", "lease_id", int64(id), "error", err)
-	}
 }
