@@ -25,6 +25,7 @@ import (
 // start makes the job a candidate on its loop.
 func (j *job) start() {
 	j.l.jobs[j.spec.Name] = j
+	j.l.placed.stale = true
 	j.started = j.l.clock.Now()
 	j.startHealth()
 	j.compete()
@@ -401,6 +402,7 @@ func (j *job) finish() {
 	j.phase, j.timer = ended, nil
 	if j.l.jobs[j.spec.Name] == j {
 		delete(j.l.jobs, j.spec.Name)
+		j.l.placed.stale = true
 	}
 	close(j.loopDone)
 }

@@ -50,6 +50,7 @@ type loop struct {
 	leading  int // leader-mode jobs leading now
 	timers   timerHeap
 	jobs     map[string]*job // by lease key, for notifications
+	placed   placed          // the jobs that placement looks at one by one (fleet.go)
 	acquires []acquireOp
 	renews   []renewOp
 	releases []releaseOp

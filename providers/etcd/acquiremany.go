@@ -144,6 +144,7 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since 
 					Expires: t.at.Add(time.Duration(t.ttl) * time.Second),
 					Value:   t.st.rec.Value,
 				}
+				p.remember(out[t.i], secs[t.i], t.id)
 			default:
 				// A key changed since the read (or the cluster's
 				// --max-txn-ops is lower): Acquire decides this one alone.
@@ -207,6 +208,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			fail(i, err)
 			continue
 		}
+		p.forget(l.Key) // whatever the outcome, the next renewal reads the keys
 		if seen[l.Key] {
 			single = append(single, i)
 			continue

@@ -90,6 +90,13 @@ func (b *batch) renewed(i int, ans keptAlive) {
 	b.out[i] = l
 }
 
+// renewedRead reports a lease renewed by the reading path, and remembers
+// its term so that the next renewal need not read it.
+func (b *batch) renewedRead(a pending) {
+	b.renewed(a.i, a.ans)
+	b.p.remember(b.leases[a.i], a.st.hold.TTL, a.st.leaseID)
+}
+
 func (b *batch) run(ctx context.Context) {
 	defer b.renewSingly(ctx)
 	b.p.startSweep()
@@ -120,6 +127,13 @@ func (b *batch) run(ctx context.Context) {
 		b.single = nil
 		return
 	}
+	if idx = b.renewAttached(ctx, cli, idx); len(idx) == 0 {
+		return
+	}
+	keys = keys[:0]
+	for _, i := range idx {
+		keys = append(keys, b.leases[i].Key)
+	}
 	states, err := b.p.readMany(ctx, cli, keys)
 	if err != nil {
 		b.failAll(idx, err)
@@ -133,6 +147,7 @@ func (b *batch) run(ctx context.Context) {
 		secs, _ := checkRenew(l)
 		switch {
 		case st.recordRev == 0 || st.rec.Holder != l.Holder || st.rec.Token != l.Token:
+			b.p.forget(l.Key)
 			b.errs[i] = lost(l)
 		case st.held && st.hold.TTL == secs:
 			alive = append(alive, pending{i: i, st: st})
@@ -179,7 +194,7 @@ func (b *batch) keepAlive(ctx context.Context, cli *clientv3.Client, alive []pen
 		case a.st.rec.Value != b.leases[a.i].Value:
 			writes = append(writes, a)
 		default:
-			b.renewed(a.i, a.ans)
+			b.renewedRead(a)
 		}
 	}
 	for start := 0; start < len(writes); start += keysPerTxn {
@@ -190,7 +205,7 @@ func (b *batch) keepAlive(ctx context.Context, cli *clientv3.Client, alive []pen
 			case err != nil && !errors.Is(err, rpctypes.ErrTooManyOps):
 				b.fail(w.i, err)
 			case ok:
-				b.renewed(w.i, w.ans)
+				b.renewedRead(w)
 			default:
 				// A key changed since the read (or the cluster's
 				// --max-txn-ops is lower): Renew retries this one alone.

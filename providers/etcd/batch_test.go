@@ -23,9 +23,9 @@ import (
 
 // TestRenewManyRequests renews 500 leases in one RenewMany and counts, from
 // etcd's own /metrics, the requests that reached etcd: a small constant
-// (8 reads of 64 keys, one keep-alive stream, one write, and the single
-// Renews of the two unusual leases), where Renew per lease sends two per
-// lease. It has an etcd of its own, so no other test's requests are
+// (for the terms it remembers, a LeaseTimeToLive and a keep-alive per
+// session; for the unusual ones a read, a write and the single Renews),
+// where Renew per lease sends two per lease. It has an etcd of its own, so no other test's requests are
 // counted.
 //
 //	go test -count=1 -v -run TestRenewManyRequests ./providers/etcd/
@@ -137,24 +137,30 @@ func TestRenewManyRequests(t *testing.T) {
 
 	requests := after.sub(before)
 	t.Logf("RenewMany of %d leases (5 unusual) took %s; requests that reached etcd: %s", n, took.Round(time.Millisecond), requests)
-	// The 496 plain terms share one session: one keep-alive renewed them
-	// all. The single Renews of the expired lease (back on that session,
-	// refreshed within sessionFresh) and of the new ttl (a grant of a
-	// second session) send none or one more.
-	if ka := requests.msgs["LeaseKeepAlive"]; ka < 1 || ka > 2 {
-		t.Errorf("%d keep-alives reached etcd, want 1 or 2 (one per session)", ka)
+	// The 495 plain terms share one session, which AcquireMany remembered:
+	// one LeaseTimeToLive (are their keys still attached?) and one
+	// keep-alive renewed them all, with no read. The others take the
+	// reading path (a Txn of 64 keys each), and the single Renews of the
+	// expired lease and the new ttl add a keep-alive or a grant each.
+	if ka := requests.msgs["LeaseKeepAlive"]; ka < 1 || ka > 3 {
+		t.Errorf("%d keep-alives reached etcd, want 1 to 3 (one per session and single Renew)", ka)
+	}
+	if ttl := requests.started["LeaseTimeToLive"]; ttl != 1 {
+		t.Errorf("%d LeaseTimeToLive, want 1 (one session)", ttl)
 	}
 	if g := requests.started["LeaseGrant"]; g != 1 {
 		t.Errorf("%d grants, want 1 (the session of the new ttl)", g)
 	}
-	// 8 reads + 1 stream + 1 write, and the single Renews of the expired
-	// lease (read, write) and the new ttl (read, grant, write): 15 or 16.
-	// Renew per lease would have sent 1000.
+	// 1 LeaseTimeToLive + 1 stream for the plain terms, 1 read + 1 stream +
+	// 1 write for the unusual ones, and the single Renews of the expired
+	// lease (read, keep-alive, write) and the new ttl (read, grant, write):
+	// about 11. Renew per lease would have sent 1000.
 	if total := requests.total(); total > 20 {
 		t.Errorf("%d requests reached etcd for %d leases, want at most 20", total, n)
 	}
 
-	// Only plain leases now: nothing but the reads and the stream.
+	// Only plain leases now, on two sessions (the new ttl's too): a
+	// LeaseTimeToLive per session and one stream, no read at all.
 	var held []providers.Lease
 	for i, l := range got {
 		if errs[i] == nil {
@@ -172,8 +178,8 @@ func TestRenewManyRequests(t *testing.T) {
 		}
 	}
 	t.Logf("RenewMany of %d plain leases took %s; requests: %s", len(held), took.Round(time.Millisecond), requests)
-	if want := (len(held)+keysPerTxn-1)/keysPerTxn + 1; requests.total() != want {
-		t.Errorf("%d requests reached etcd for %d plain leases, want %d (reads of %d keys, one stream)", requests.total(), len(held), want, keysPerTxn)
+	if requests.total() != 3 || requests.started["Txn"] != 0 {
+		t.Errorf("%s reached etcd for %d plain leases on 2 sessions, want 3 (2 LeaseTimeToLive, 1 stream) and no Txn", requests, len(held))
 	}
 
 	// For comparison, Renew per lease: two requests each (a read and a

@@ -41,6 +41,9 @@ type Provider struct {
 	sessions  map[int64]session          // by granted ttl in seconds
 	abandoned map[string]providers.Lease // by key
 	sweeping  bool                       // a sweep runs
+
+	hmu  sync.Mutex
+	held map[string]held // the terms this provider wrote, by key (held.go)
 }
 
 // New returns a provider on the cluster described by s. It does no I/O: the

@@ -89,14 +89,16 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		// A returning holder's previous term was on a session of this
 		// provider or on an etcd lease of an earlier process; either way
 		// the key has moved off it, and it expires by itself.
-		return providers.Lease{
+		l := providers.Lease{
 			Key:     key,
 			Holder:  holder,
 			Token:   next.Token,
 			TTL:     ttl,
 			Expires: sess.expires(),
 			Value:   st.rec.Value,
-		}, nil
+		}
+		p.remember(l, secs, sess.id)
+		return l, nil
 	}
 	return providers.Lease{}, errChanged
 }
@@ -143,6 +145,7 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 			return time.Time{}, err
 		}
 		if st.recordRev == 0 || st.rec.Holder != lease.Holder || st.rec.Token != lease.Token {
+			p.forget(key)
 			return time.Time{}, lost(lease)
 		}
 		if st.held && st.hold.TTL == secs {
@@ -166,6 +169,7 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 					continue
 				}
 			}
+			p.remember(lease, secs, st.leaseID)
 			return ka.at.Add(time.Duration(ka.ttl) * time.Second), nil
 		}
 		// Expired and not taken, or another ttl: the term moves to the
@@ -189,6 +193,7 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 		case !resp.Succeeded:
 			continue
 		}
+		p.remember(lease, secs, sess.id)
 		return sess.expires(), nil
 	}
 	return time.Time{}, errChanged
@@ -222,6 +227,7 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 		return err
 	}
 	key := lease.Key
+	p.forget(key) // whatever the outcome, the next renewal reads the keys
 	for range attempts {
 		st, err := p.read(ctx, cli, key)
 		if err != nil {
