@@ -56,10 +56,12 @@
 // expire by itself while the other terms keep the session alive, so the
 // provider remembers it and releases it beside the next RenewMany.
 //
-// The provider implements providers.BatchRenewer: RenewMany checks holders
-// and tokens in transactions of 64 keys and sends one keep-alive per
-// session, so renewing 10,000 jobs costs 158 requests instead of 20,000
-// (batch.go).
+// The provider implements providers.BatchRenewer (batch.go). RenewMany
+// renews the terms it wrote, as it wrote them, without reading their keys:
+// one LeaseTimeToLive with the attached keys per session shows them still
+// attached, and one keep-alive per session renews them (held.go). The
+// others it checks in transactions of 64 keys, as Renew checks one. Renewing
+// 10,000 jobs costs 2 requests, not 20,000.
 //
 // AcquireMany and ReleaseMany (providers.BatchAcquirer, BatchReleaser) read
 // and write in transactions of 64 keys the same way (acquiremany.go); every

@@ -121,13 +121,28 @@ func leaseLeft(t *testing.T, p *Provider, key string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := p.read(ctx, cli, key)
-	if err != nil || !st.held {
-		t.Fatalf("read %q: held %v, %v", key, st.held, err)
+	st := stateOf(t, p, key)
+	if !st.held {
+		t.Fatalf("read %q: not held", key)
 	}
 	resp, err := cli.TimeToLive(ctx, st.leaseID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp.TTL
+}
+
+// stateOf reads both keys of key as the provider does.
+func stateOf(t *testing.T, p *Provider, key string) state {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := p.client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.read(ctx, cli, key)
+	if err != nil {
+		t.Fatalf("read %q: %v", key, err)
+	}
+	return st
 }

@@ -17,20 +17,13 @@ import (
 // lease, the terms of another ttl another, and another provider's terms
 // are never on them.
 func TestSessionShared(t *testing.T) {
-	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
-	p, other := open(t, s), open(t, s)
+	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
 	leaseOf := func(p *Provider, key string) clientv3.LeaseID {
 		t.Helper()
-		cli, err := p.client(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := p.read(ctx, cli, key)
-		if err != nil || !st.held {
-			t.Fatalf("read %s: held %v, %v", key, st.held, err)
+		st := stateOf(t, p, key)
+		if !st.held {
+			t.Fatalf("%s is not held", key)
 		}
 		return st.leaseID
 	}
@@ -62,10 +55,7 @@ func TestSessionShared(t *testing.T) {
 // releases it, so another holder can take the job without waiting for this
 // process to stop.
 func TestAbandonedReleaseSwept(t *testing.T) {
-	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
-	p, other := open(t, s), open(t, s)
+	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
 	stuck, err := p.Acquire(ctx, "stuck", "a", time.Minute)
 	if err != nil {
@@ -110,10 +100,7 @@ func TestAbandonedReleaseSwept(t *testing.T) {
 // it still held (a release that failed on the way out) is free at once,
 // not after its ttl.
 func TestCloseRevokesSessions(t *testing.T) {
-	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
-	p, other := open(t, s), open(t, s)
+	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
 	if _, err := p.Acquire(ctx, "job", "a", time.Minute); err != nil {
 		t.Fatal(err)
@@ -130,26 +117,16 @@ func TestCloseRevokesSessions(t *testing.T) {
 // paused past its ttl) and nobody took the key, Renew puts the term on a
 // new session, and new terms go there too.
 func TestSessionExpiredRenewed(t *testing.T) {
-	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	p, _ := pairOnOwnEtcd(t)
 	ctx := context.Background()
 	l, err := p.Acquire(ctx, "job", "a", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, _ := p.client(ctx)
-	before, err := p.read(ctx, cli, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := stateOf(t, p, "job")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, err := p.read(ctx, cli, "job")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.held {
+		if !stateOf(t, p, "job").held {
 			break // etcd ended the session
 		}
 		if time.Now().After(deadline) {
@@ -164,9 +141,18 @@ func TestSessionExpiredRenewed(t *testing.T) {
 	if _, err := p.Acquire(ctx, "next", "a", 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := p.read(ctx, cli, "job")
-	next, _ := p.read(ctx, cli, "next")
+	after, next := stateOf(t, p, "job"), stateOf(t, p, "next")
 	if after.leaseID == before.leaseID || next.leaseID != after.leaseID {
 		t.Fatalf("etcd leases: before %x, after %x, next %x; want a new session shared by both", before.leaseID, after.leaseID, next.leaseID)
 	}
+}
+
+// pairOnOwnEtcd starts an etcd for the calling test alone (which it marks
+// parallel) and returns two providers on one prefix of it.
+func pairOnOwnEtcd(t *testing.T) (*Provider, *Provider) {
+	t.Helper()
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	return open(t, s), open(t, s)
 }
