@@ -197,14 +197,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 		seen        = make(map[string]bool, len(leases))
 	)
 	for i, l := range leases {
-		err := checkKey(l.Key)
-		if err == nil {
-			err = checkHolder(l.Holder)
-		}
-		if err == nil {
-			err = providers.CheckValue(l.Value)
-		}
-		if err != nil {
+		if err := checkLease(l); err != nil {
 			fail(i, err)
 			continue
 		}

@@ -174,10 +174,7 @@ func (b *batch) keepAlive(ctx context.Context, cli *clientv3.Client, alive []pen
 			ids = append(ids, a.st.leaseID)
 		}
 	}
-	answers, err := keepAliveMany(ctx, cli, ids)
-	for n, ans := range answers {
-		b.p.kept(ids[n], ans)
-	}
+	answers, err := b.p.keepAlive(ctx, cli, ids)
 	var writes []pending
 	for _, a := range alive {
 		n := slot[a.st.leaseID]
@@ -233,13 +230,7 @@ func (b *batch) renewSingly(ctx context.Context) {
 // checkRenew checks a lease as Renew does and returns its ttl in etcd
 // seconds.
 func checkRenew(l providers.Lease) (int64, error) {
-	if err := checkKey(l.Key); err != nil {
-		return 0, err
-	}
-	if err := checkHolder(l.Holder); err != nil {
-		return 0, err
-	}
-	if err := providers.CheckValue(l.Value); err != nil {
+	if err := checkLease(l); err != nil {
 		return 0, err
 	}
 	return leaseSeconds(l.TTL)

@@ -163,6 +163,17 @@ func checkHolder(holder string) error {
 	return nil
 }
 
+// checkLease checks the key, holder and Value of a lease the caller holds.
+func checkLease(l providers.Lease) error {
+	if err := checkKey(l.Key); err != nil {
+		return err
+	}
+	if err := checkHolder(l.Holder); err != nil {
+		return err
+	}
+	return providers.CheckValue(l.Value)
+}
+
 // leaseSeconds is the etcd lease ttl for ttl: whole seconds, rounded up, so
 // the store never ends a term before the agent does. etcd may raise it
 // further to its minimum lease ttl.

@@ -117,10 +117,7 @@ func (b *batch) renewAttached(ctx context.Context, cli *clientv3.Client, idx []i
 	if len(ids) == 0 {
 		return rest
 	}
-	answers, err := keepAliveMany(ctx, cli, ids)
-	for n, ans := range answers {
-		b.p.kept(ids[n], ans)
-	}
+	answers, err := b.p.keepAlive(ctx, cli, ids)
 	for n, is := range vouched {
 		for _, i := range is {
 			switch {

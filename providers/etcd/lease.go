@@ -119,13 +119,7 @@ func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.
 }
 
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time, error) {
-	if err := checkKey(lease.Key); err != nil {
-		return time.Time{}, err
-	}
-	if err := checkHolder(lease.Holder); err != nil {
-		return time.Time{}, err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := checkLease(lease); err != nil {
 		return time.Time{}, err
 	}
 	secs, err := leaseSeconds(lease.TTL)
@@ -151,12 +145,11 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 		if st.held && st.hold.TTL == secs {
 			// The term's key is on a session of this provider (session.go):
 			// refreshing it extends only this process's own terms.
-			answers, err := keepAliveMany(ctx, cli, []clientv3.LeaseID{st.leaseID})
+			answers, err := p.keepAlive(ctx, cli, []clientv3.LeaseID{st.leaseID})
 			if err != nil {
 				return time.Time{}, fmt.Errorf("keep lease alive: %w", err)
 			}
 			ka := answers[0]
-			p.kept(st.leaseID, ka)
 			if ka.ttl <= 0 {
 				continue // expired since the read: the next read sees it gone
 			}
@@ -213,13 +206,7 @@ func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 }
 
 func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
-	if err := checkKey(lease.Key); err != nil {
-		return err
-	}
-	if err := checkHolder(lease.Holder); err != nil {
-		return err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := checkLease(lease); err != nil {
 		return err
 	}
 	cli, err := p.client(ctx)

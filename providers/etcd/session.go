@@ -85,6 +85,16 @@ func (p *Provider) kept(id clientv3.LeaseID, ans keptAlive) {
 	}
 }
 
+// keepAlive sends a keep-alive for every id over one stream, as
+// keepAliveMany does, and records each answer (kept).
+func (p *Provider) keepAlive(ctx context.Context, cli *clientv3.Client, ids []clientv3.LeaseID) ([]keptAlive, error) {
+	answers, err := keepAliveMany(ctx, cli, ids)
+	for n, ans := range answers {
+		p.kept(ids[n], ans)
+	}
+	return answers, err
+}
+
 // expired forgets session id after etcd refused a write attached to it
 // (ErrLeaseNotFound: it expired between its keep-alive and the write).
 func (p *Provider) expired(id clientv3.LeaseID) { p.kept(id, keptAlive{}) }
@@ -95,7 +105,7 @@ func (p *Provider) expired(id clientv3.LeaseID) { p.kept(id, keptAlive{}) }
 // provider's other terms keep alive it would not, so the next RenewMany
 // releases it (sweep).
 func (p *Provider) abandon(l providers.Lease) {
-	if checkKey(l.Key) != nil || checkHolder(l.Holder) != nil || providers.CheckValue(l.Value) != nil {
+	if checkLease(l) != nil {
 		return // refused before any write: nothing to clean up
 	}
 	p.smu.Lock()
