@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
@@ -34,6 +35,10 @@ type Options struct {
 	Shim string
 	// Clock defaults to the real monotonic clock.
 	Clock Clock
+
+	// spares keeps a shim started ahead of the next command, once a job
+	// has one (actions/proc.Spares); nil without a Shim.
+	spares *proc.Spares
 }
 
 // Agent runs one election loop per job of a configuration, and swaps
@@ -97,6 +102,9 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
+	if opts.Shim != "" {
+		opts.spares = proc.NewSpares(opts.Shim)
+	}
 	if len(cfg.Jobs) == 0 {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
@@ -116,6 +124,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 // done, or with an error when it took longer than the agent's
 // shutdown_timeout (the remaining children are then killed).
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.opts.spares.Close()
 	if _, err := a.apply(ctx, a.cfg); err != nil {
 		a.closeProviders()
 		return err

@@ -60,6 +60,7 @@ func (a *Agent) RunOnce(ctx context.Context, o Once) error {
 	if len(a.cfg.Jobs) != 1 {
 		return fmt.Errorf("agent: RunOnce runs one job, not %d", len(a.cfg.Jobs))
 	}
+	defer a.opts.spares.Close()
 	a.once = &onceState{Once: o}
 	if o.Wait >= 0 {
 		a.once.deadline = a.opts.Clock.Now().Add(o.Wait)

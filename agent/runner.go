@@ -22,6 +22,7 @@ type runner struct {
 	job     string
 	log     hclog.Logger
 	shim    string
+	spares  *proc.Spares // nil: a fresh shim for every command
 	metrics *metrics.Metrics
 	// stdout and stderr, when set, receive the commands' output as it is
 	// instead of the log (RunOnce).
@@ -73,7 +74,7 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	if r.stdout != nil && r.stderr != nil {
 		stdout, stderr = r.stdout, r.stderr
 	}
-	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim})
+	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim, Spares: r.spares})
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,12 @@
 //     through /proc. The stop signal reaches them too (the shim passes it
 //     on), then SIGKILL after the grace. Done means they are all gone.
 //
+// A shim takes about 1.5 ms to start before it can start its command, on
+// every handover. Spares keeps one started ahead: a spare shim waits, with
+// no command, until Start sends it one over a pipe, and Start refills it.
+// The agent keeps one when a job has a command; it is a child of the agent
+// like any shim, dies with it, and is discarded when the agent stops.
+//
 // Linux lets no process leave the subreaper's tree of its own accord. What
 // another service starts at the command's request (systemd-run, at, a D-Bus
 // activated service) is that service's child, in its cgroup: out of electd's

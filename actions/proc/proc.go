@@ -26,6 +26,9 @@ type Spec struct {
 	// the command directly: it then gets SIGKILL when the agent dies, but
 	// its own children do not, and those that leave its group outlive it.
 	Shim string
+	// Spares, when it keeps spares of Shim, gives the command a shim
+	// started ahead of it (spare.go).
+	Spares *Spares
 }
 
 // ErrCannotStart is wrapped by every error from Start, together with its
@@ -34,6 +37,10 @@ type Spec struct {
 // not found in PATH, os.ErrPermission for a file without the x bit or a
 // directory as the program.
 var ErrCannotStart = errors.New("proc: cannot start")
+
+// cldExited is waitid's si_code for a child that exited by itself (not by a
+// signal).
+const cldExited = 1
 
 // shimReportTimeout bounds how long Start waits for the shim to say whether
 // the command started: a shim that hangs must not hang the agent.
@@ -68,9 +75,18 @@ func Start(spec Spec) (*Process, error) {
 	if err := checkDir(spec.Dir); err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
 	}
+	env := append(os.Environ(), spec.Env...)
+	if sp := spec.Spares.take(spec); sp != nil {
+		p, err := sp.run(spec, env)
+		switch {
+		case err == nil:
+			return p, nil
+		case !errors.Is(err, errSpareGone):
+			return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+		} // else a fresh shim, as if there were no spare
+	}
 	var cmd *exec.Cmd
 	var report, reportW *os.File
-	env := append(os.Environ(), spec.Env...)
 	if spec.Shim != "" {
 		var err error
 		if report, reportW, err = os.Pipe(); err != nil {
@@ -133,6 +149,8 @@ func checkDir(dir string) error {
 	return nil
 }
 
+var errNoReport = errors.New("the shim exited before starting the command")
+
 // readReport waits for the shim's one report: nil once the command runs in
 // the group, or why it could not start.
 func readReport(r *os.File) error {
@@ -144,7 +162,7 @@ func readReport(r *os.File) error {
 	case err != nil:
 		return fmt.Errorf("read the shim's report: %w", err)
 	case len(b) == 0:
-		return errors.New("the shim exited before starting the command")
+		return errNoReport
 	}
 	return decodeReport(string(b))
 }
@@ -153,8 +171,8 @@ func readReport(r *os.File) error {
 // (the group id) cannot be reused; kills whatever is left of the group; and
 // only then reaps. Leftovers of a finished command never outlive it.
 func (p *Process) wait() {
+	var info unix.Siginfo
 	for {
-		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, p.pgid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
 			break
@@ -162,8 +180,15 @@ func (p *Process) wait() {
 	}
 	syscall.Kill(-p.pgid, syscall.SIGKILL)
 	// SIGKILL is delivered asynchronously: Done means the group is gone,
-	// not merely signalled.
-	waitGroupGone(p.pgid, 5*time.Second)
+	// not merely signalled. A shim that exited by itself has already seen
+	// everything the command started gone (as their subreaper, it exits only
+	// once it has no child left), so there is nothing to wait for, and no
+	// need to read every process on the machine on each stop. A shim that
+	// was killed, or a command started without one, may have left
+	// processes in the group.
+	if !p.shim || info.Code != cldExited {
+		waitGroupGone(p.pgid, 5*time.Second)
+	}
 	p.sigMu.Lock()
 	p.reaped = true
 	p.sigMu.Unlock()

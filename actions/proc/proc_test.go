@@ -16,12 +16,15 @@ import (
 
 // The test binary doubles as the shim; as a stand-in agent that the tests
 // kill -9 (ELECTD_PROC_TEST_AGENT names a pid file, ELECTD_PROC_TEST_SCRIPT
-// the command); and as a command that leaves its process group
+// the command; ELECTD_PROC_TEST_SPARE: one that keeps a spare shim); and as a command that leaves its process group
 // (ELECTD_PROC_TEST_SETPGID=1: setpgid(0, 0), then exec its arguments).
 func TestMain(m *testing.M) {
 	MaybeShim()
 	if os.Getenv("ELECTD_PROC_TEST_SETPGID") == "1" {
 		os.Exit(setpgidExec(os.Args[1:]))
+	}
+	if f := os.Getenv("ELECTD_PROC_TEST_SPARE"); f != "" {
+		os.Exit(spareAgent(f))
 	}
 	if f := os.Getenv("ELECTD_PROC_TEST_AGENT"); f != "" {
 		os.Exit(fakeAgent(f, os.Getenv("ELECTD_PROC_TEST_SCRIPT")))
@@ -201,18 +204,25 @@ func TestStopKillsGroup(t *testing.T) {
 	}
 }
 
-// When the command exits, whatever it left behind in its group goes too.
+// When the command exits, whatever it left behind in its group goes too,
+// by the time Done is closed: with the shim, which does not return before
+// its subtree is gone, and without it, where Done waits for the group.
 func TestLeftoversKilledOnExit(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	p, err := Start(Spec{Argv: []string{"sh", "-c", `sleep 600 & echo $! > "$0"`, pidFile}, Shim: self(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-p.Done()
-	gc := readPid(t, pidFile)
-	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the leftover grandchild dies")
-	if p.ExitCode() != 0 {
-		t.Errorf("exit code %d, want 0", p.ExitCode())
+	for _, shim := range []string{"", self(t)} {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		p, err := Start(Spec{Argv: []string{"sh", "-c", `sleep 600 & echo $! > "$0"`, pidFile}, Shim: shim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.Done()
+		gc := readPid(t, pidFile)
+		if alive(gc) {
+			syscall.Kill(gc, syscall.SIGKILL)
+			t.Errorf("the leftover grandchild %d was running when Done was closed (shim=%v)", gc, shim != "")
+		}
+		if p.ExitCode() != 0 {
+			t.Errorf("exit code %d, want 0 (shim=%v)", p.ExitCode(), shim != "")
+		}
 	}
 }
 

@@ -19,10 +19,15 @@ const (
 	envShim       = "ELECTD_SHIM"
 	envShimParent = "ELECTD_SHIM_PARENT"
 	envShimDir    = "ELECTD_SHIM_DIR"
+	envShimSpare  = "ELECTD_SHIM_SPARE" // a spare: the command comes on specFd (spare.go)
 )
 
-// reportFd is where the shim tells Start whether the command started.
-const reportFd = 3
+// reportFd is where the shim tells Start whether the command started;
+// specFd is where a spare reads its command.
+const (
+	reportFd = 3
+	specFd   = 4
+)
 
 // leftoverWait is how long the shim, once the command has exited, waits
 // to learn it has no child left before it looks for leftovers in /proc.
@@ -68,7 +73,8 @@ func shim(argv []string) int {
 	report := os.NewFile(reportFd, "electd-shim-report")
 	parent, _ := strconv.Atoi(os.Getenv(envShimParent))
 	dir := os.Getenv(envShimDir)
-	for _, k := range []string{envShim, envShimParent, envShimDir} {
+	spare := os.Getenv(envShimSpare) == "1"
+	for _, k := range []string{envShim, envShimParent, envShimDir, envShimSpare} {
 		os.Unsetenv(k)
 	}
 
@@ -77,6 +83,21 @@ func shim(argv []string) int {
 	orphaned := func() bool { return os.Getppid() != parent }
 	if orphaned() { // the agent died before the signal handler was in place
 		return 1
+	}
+	if spare {
+		var env []string
+		var ok bool
+		if dir, argv, env, ok = waitSpec(sigs); !ok {
+			return 0 // discarded, or signalled before it had a command
+		}
+		// The command's environment becomes the shim's, as it is for a
+		// shim started with its command: PATH finds the program.
+		os.Clearenv()
+		for _, kv := range env {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				os.Setenv(k, v)
+			}
+		}
 	}
 	cmd, err := startCommand(argv, dir)
 	if err != nil {
@@ -138,8 +159,14 @@ func shim(argv []string) int {
 			killTree(self, 5*time.Second)
 			select {
 			case <-reaped:
+				return code
 			case <-time.After(5 * time.Second):
 			}
+			// A descendant survives SIGKILL (stuck in the kernel): the shim
+			// cannot vouch that everything is gone, and says so by ending
+			// with its group by a signal, not an exit code. The agent then
+			// waits for the group itself (Process.wait).
+			syscall.Kill(0, syscall.SIGKILL)
 			return code
 		}
 	}

@@ -15,6 +15,17 @@ import (
 // A stop sent the moment Start returns reaches the command: it ends by the
 // stop signal, never by the SIGKILL at the end of the grace.
 func TestStopRightAfterStart(t *testing.T) {
+	t.Run("fresh shim", func(t *testing.T) { stopRightAfterStart(t, nil) })
+	t.Run("spare shim", func(t *testing.T) {
+		s := NewSpares(self(t))
+		t.Cleanup(s.Close)
+		stopRightAfterStart(t, s)
+	})
+}
+
+// stopRightAfterStart is TestStopRightAfterStart, each command started
+// under a spare from s when s is not nil.
+func stopRightAfterStart(t *testing.T, s *Spares) {
 	const cycles = 200
 	marker := filepath.Join(t.TempDir(), "stopped")
 	shim := self(t)
@@ -22,14 +33,22 @@ func TestStopRightAfterStart(t *testing.T) {
 	var n, trapped, killed, shimDied, other int
 	for ; n < cycles && time.Now().Before(deadline); n++ {
 		os.Remove(marker)
+		var spare int
+		if s != nil {
+			spare = ready(t, s)
+		}
 		p, err := Start(Spec{
 			Argv: []string{"sh", "-c", `trap 'echo stopped > "$0"; exit 0' TERM; sleep 600 & wait`, marker},
 			// Under -race the shim (this binary) would sleep 1s as it exits.
-			Env:  []string{"GORACE=atexit_sleep_ms=0"},
-			Shim: shim,
+			Env:    []string{"GORACE=atexit_sleep_ms=0"},
+			Shim:   shim,
+			Spares: s,
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if spare != 0 && p.Pid() != spare {
+			t.Fatalf("cycle %d: the command ran under shim %d, not the spare %d", n, p.Pid(), spare)
 		}
 		// Stops spread over the first 3 ms: with the shim, the command
 		// exists from the first; the later ones find its trap set.

@@ -4,10 +4,12 @@
 // actions/proc). electd starts it; it is not meant to be run by hand.
 //
 // It is a binary of its own, beside electd or in ../lib/electd/, because it
-// starts on every handover: with a few packages to initialise it has a
+// starts for every command: with a few packages to initialise it has a
 // command running in about 2 ms, where the whole electd binary, with every
 // store's SDK, takes about 10 (docs/benchmarks.md). Without it electd
-// re-executes itself as the shim, which works the same, only slower.
+// re-executes itself as the shim, which works the same, only slower. The
+// agent also keeps one started ahead of the next command (proc.Spares), so
+// that a handover does not wait for it at all.
 package main
 
 import (

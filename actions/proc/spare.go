@@ -1,0 +1,255 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spares keeps one shim started ahead of the next command, so that Start
+// need not wait for a shim to start: on a handover that is about a third of
+// the time from SIGTERM to the new command running (docs/benchmarks.md).
+//
+// A spare is a shim that waits, with no command, for Start to send it one
+// (its argv, environment and directory) on a pipe. It is started as any
+// shim is: in a process group of its own, with the parent-death signal, so
+// it dies with the agent. It exits when Close discards it, and on any
+// signal that reaches it before it has a command (the agent's next command
+// then starts under a fresh shim). Start refills the spare after taking it.
+// A nil *Spares keeps none.
+type Spares struct {
+	path string
+
+	mu      sync.Mutex
+	idle    *spare // ready to be taken; nil while there is none
+	filling bool   // a spare is being started
+	closed  bool
+	fills   sync.WaitGroup
+}
+
+// NewSpares keeps spares of the shim at path, once Fill is called.
+func NewSpares(path string) *Spares { return &Spares{path: path} }
+
+// spare is a started shim waiting for its command.
+type spare struct {
+	cmd    *exec.Cmd
+	ctl    *os.File // write end of the shim's spec pipe: the command, then EOF
+	report *os.File // read end of the shim's report pipe
+	stdout *switchWriter
+	stderr *switchWriter
+}
+
+// Fill starts a spare in the background, unless one is ready or on its way
+// or s is closed.
+func (s *Spares) Fill() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.idle != nil || s.filling {
+		return
+	}
+	s.filling = true
+	s.fills.Add(1)
+	go func() {
+		defer s.fills.Done()
+		sp, err := startSpare(s.path)
+		s.mu.Lock()
+		s.filling = false
+		keep := err == nil && !s.closed
+		if keep {
+			s.idle = sp
+		}
+		s.mu.Unlock()
+		if err == nil && !keep {
+			sp.discard()
+		}
+	}()
+}
+
+// Close discards the spare and starts no other. It returns once no spare
+// is left running.
+func (s *Spares) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	sp := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	if sp != nil {
+		sp.discard()
+	}
+	s.fills.Wait()
+}
+
+// take returns the ready spare, if any, for spec's shim; a new one is on
+// its way.
+func (s *Spares) take(spec Spec) *spare {
+	if s == nil || spec.Shim != s.path {
+		return nil
+	}
+	s.mu.Lock()
+	sp := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	s.Fill()
+	return sp
+}
+
+// startSpare starts a shim of path with no command. Its descriptor 3 is the
+// report pipe, as for any shim, and 4 the pipe it reads its command from.
+func startSpare(path string) (*spare, error) {
+	report, reportW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	specR, ctl, err := os.Pipe()
+	if err != nil {
+		report.Close()
+		reportW.Close()
+		return nil, err
+	}
+	sp := &spare{ctl: ctl, report: report, stdout: &switchWriter{}, stderr: &switchWriter{}}
+	sp.cmd = exec.Command(path)
+	sp.cmd.Env = append(os.Environ(), envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()), envShimSpare+"=1")
+	sp.cmd.ExtraFiles = []*os.File{reportW, specR}
+	sp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	sp.cmd.Stdout, sp.cmd.Stderr = sp.stdout, sp.stderr
+	sp.cmd.WaitDelay = time.Second
+	err = sp.cmd.Start()
+	reportW.Close()
+	specR.Close()
+	if err != nil {
+		report.Close()
+		ctl.Close()
+		return nil, err
+	}
+	return sp, nil
+}
+
+// discard ends a spare that was never given a command: EOF on its spec
+// pipe, and it exits.
+func (sp *spare) discard() {
+	sp.ctl.Close()
+	sp.report.Close()
+	sp.cmd.Wait()
+}
+
+// errSpareGone is a spare that exited before it got its command (a signal
+// reached it): Start falls back to a fresh shim.
+var errSpareGone = errors.New("the spare shim exited before it got its command")
+
+// run gives the spare spec's command, with the environment env, and
+// returns once the shim has started it, or why it could not.
+func (sp *spare) run(spec Spec, env []string) (*Process, error) {
+	sp.stdout.set(spec.Stdout)
+	sp.stderr.set(spec.Stderr)
+	_, werr := sp.ctl.Write(encodeSpec(spec.Dir, spec.Argv, env))
+	sp.ctl.Close()
+	defer sp.report.Close()
+	p := &Process{cmd: sp.cmd, pgid: sp.cmd.Process.Pid, shim: true, done: make(chan struct{})}
+	go p.wait()
+	if werr != nil {
+		p.Kill()
+		return nil, errSpareGone
+	}
+	err := readReport(sp.report)
+	if err != nil {
+		p.Kill()
+		if errors.Is(err, errNoReport) {
+			return nil, errSpareGone
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// encodeSpec is what a spare reads on its spec pipe: the directory, the
+// number of arguments, the arguments and the environment, each ended by a
+// NUL (none of them can hold one).
+func encodeSpec(dir string, argv, env []string) []byte {
+	var b bytes.Buffer
+	for _, s := range append(append([]string{dir, strconv.Itoa(len(argv))}, argv...), env...) {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	return b.Bytes()
+}
+
+func decodeSpec(b []byte) (dir string, argv, env []string, err error) {
+	fs := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
+	if len(fs) < 2 {
+		return "", nil, nil, fmt.Errorf("bad command spec")
+	}
+	n, err := strconv.Atoi(string(fs[1]))
+	if err != nil || n < 1 || n > len(fs)-2 {
+		return "", nil, nil, fmt.Errorf("bad command spec")
+	}
+	str := func(bs [][]byte) []string {
+		out := make([]string, len(bs))
+		for i, b := range bs {
+			out[i] = string(b)
+		}
+		return out
+	}
+	return string(fs[0]), str(fs[2 : 2+n]), str(fs[2+n:]), nil
+}
+
+// waitSpec is a spare shim waiting for its command on descriptor specFd.
+// It reports false when the pipe closed without one (the spare was
+// discarded) or a signal came first.
+func waitSpec(sigs <-chan os.Signal) (dir string, argv, env []string, ok bool) {
+	syscall.CloseOnExec(specFd)
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(os.NewFile(specFd, "electd-shim-spec"))
+		got <- b
+	}()
+	select {
+	case b := <-got:
+		if len(b) == 0 {
+			return "", nil, nil, false
+		}
+		dir, argv, env, err := decodeSpec(b)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "electd-shim:", err)
+			return "", nil, nil, false
+		}
+		return dir, argv, env, true
+	case <-sigs:
+		return "", nil, nil, false
+	}
+}
+
+// switchWriter is a spare's output: nowhere until its command is known,
+// then that command's Stdout or Stderr.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	if w == nil {
+		return len(p), nil
+	}
+	return w.Write(p)
+}
