@@ -109,7 +109,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
 	holder := holderOf(cfg.Agent.NodeID, newIncarnation())
-	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, started: cfg.Agent, reloads: make(chan reloadReq), fleet: newFleet(cfg.Agent),
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, started: cfg.Agent, reloads: make(chan reloadReq), fleet: newFleet(cfg.Agent, holder),
 		provs: map[string]*openProvider{}, stopped: map[*runningJob]bool{}}
 	if opts.Metrics != nil {
 		opts.Metrics.CollectJobs(a.sample)
@@ -217,7 +217,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 		refOf[key] = spec.Provider
 	}
 	for key, p := range opened {
-		l := newLoop(p, refOf[key], a.opts.Clock, a.opts.Metrics, a.fleet)
+		l := newLoop(p, refOf[key], a.opts.Clock, a.opts.Metrics, a.fleet, a.log)
 		if err := l.notify(); err != nil {
 			a.log.Warn("cannot subscribe to the store's notifications; candidates poll every retry_every instead",
 				"provider", refOf[key], "error", err)
@@ -247,10 +247,10 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 		stopping = append(stopping, r)
 	}
 	for _, r := range stopping {
-		<-r.loopDone
+		<-r.done()
 		a.release(r.provKey)
 		if !restart[r.spec.Name] {
-			r.log.Info("job removed from the configuration: stopped and released")
+			r.log().Info("job removed from the configuration: stopped and released")
 		}
 		// Its on_demoted hooks still run; shutdown waits for them.
 		a.mu.Lock()
@@ -298,7 +298,7 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 // keeps what it knew of the leader, so events and status do not start from
 // nothing.
 func (a *Agent) newRunningJob(spec *config.Job, key string, prior *runningJob) *runningJob {
-	j := newJob(spec, a.node, a.holder, a.provs[key].loop, a.opts, a.log)
+	j := newJob(spec, a.provs[key].loop, a.opts)
 	if a.once != nil {
 		j.once = a.once
 		if j.runner != nil && a.once.Stdout != nil && a.once.Stderr != nil {
@@ -371,7 +371,7 @@ func (a *Agent) shutdown() error {
 	var loops []<-chan struct{}
 	for _, r := range a.jobs {
 		r.end(ErrStopping)
-		loops = append(loops, r.loopDone)
+		loops = append(loops, r.done())
 	}
 	defer a.closeProviders()
 	if !waitAll(loops, time.Until(deadline)) {
@@ -454,7 +454,7 @@ func (a *Agent) StepDown(ctx context.Context, name string) error {
 		select {
 		case err := <-reply:
 			return err
-		case <-j.loopDone:
+		case <-j.done():
 			return fmt.Errorf("job %q is stopping", name)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -95,7 +95,7 @@ func (j *job) attempt() {
 	sent := j.l.clock.Now()
 	// An answer that comes too late for the term to be of use is abandoned.
 	window := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
-	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder, TTL: j.spec.TTL},
+	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL},
 		timeout: window, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
 }
 
@@ -121,7 +121,7 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		case j.ending != nil:
 			j.finish()
 		case j.spec.Mode == config.ModeLock:
-			j.log.Debug("slot taken by another node", "slot", j.slot.UTC().Format(time.RFC3339))
+			j.log().Debug("slot taken by another node", "slot", j.slot.UTC().Format(time.RFC3339))
 			j.compete()
 		case j.notified:
 			j.attempt()
@@ -135,7 +135,7 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		return
 	}
 	j.opDone(err)
-	j.log.Warn("cannot acquire the lease", "error", err)
+	j.log().Warn("cannot acquire the lease", "error", err)
 	j.phase = candidate
 	switch {
 	case j.ending != nil:
@@ -180,11 +180,11 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 		j.l.leading++ // lock-mode terms last a slot: not a share of the fleet's load
 	}
 	prev := j.lastLeader
-	j.known, j.lastLeader = true, j.node
-	j.setLeader(j.node, lease)
+	j.known, j.lastLeader = true, j.node()
+	j.setLeader(j.node(), lease)
 	j.count(config.EventElected)
-	j.log.Info("elected", "token", lease.Token)
-	elected := j.event(config.EventElected, j.node, prev, lease.Token, ReasonElected)
+	j.log().Info("elected", "token", lease.Token)
+	elected := j.event(config.EventElected, j.node(), prev, lease.Token, ReasonElected)
 	if j.spec.Run == nil && j.spec.Task == nil {
 		j.hooks.fire(elected, j.spec.OnElected, nil) // leadership only: no work
 	} else {
@@ -192,9 +192,9 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 		j.work = w
 		j.hooks.fire(elected, j.spec.OnElected, func() { j.l.post(func() { j.onWork(w, w.begin) }) })
 	}
-	if prev != j.node && j.spec.Mode == config.ModeLeader {
+	if prev != j.node() && j.spec.Mode == config.ModeLeader {
 		j.count(config.EventLeaderChange)
-		j.hooks.fire(j.event(config.EventLeaderChange, j.node, prev, lease.Token, ReasonElected), j.spec.OnLeaderChange, nil)
+		j.hooks.fire(j.event(config.EventLeaderChange, j.node(), prev, lease.Token, ReasonElected), j.spec.OnLeaderChange, nil)
 	}
 	j.scheduleRenewal()
 }
@@ -258,7 +258,7 @@ func (j *job) renewed(sentLease, renewed providers.Lease, sent time.Time, err er
 		j.opDone(nil)
 		renewed.Value = sentLease.Value
 		j.lease, j.term, j.failed = renewed, newTerm(sent, j.spec.TTL, j.spec.StopTimeout()), false
-		j.setLeader(j.node, renewed)
+		j.setLeader(j.node(), renewed)
 	case errors.Is(err, providers.ErrLost):
 		j.opDone(err)
 		j.stepDown(ErrLeaseLost)
@@ -268,7 +268,7 @@ func (j *job) renewed(sentLease, renewed providers.Lease, sent time.Time, err er
 	default:
 		j.opDone(err)
 		j.failed = true
-		j.log.Warn("renewal failed; retrying", "error", err,
+		j.log().Warn("renewal failed; retrying", "error", err,
 			"stepping_down_in", j.term.stopBy.Sub(j.l.clock.Now()).Round(time.Millisecond))
 	}
 	if then != nil {
@@ -323,7 +323,7 @@ func (j *job) stepDown(reason error) {
 	j.l.cancel(j.timer)
 	j.timer, j.queued = nil, nil
 	j.setState(StateStopping)
-	j.log.Info("stepping down", "reason", reason.Error(), "token", j.lease.Token)
+	j.log().Info("stepping down", "reason", reason.Error(), "token", j.lease.Token)
 	w, lease := j.work, j.lease
 	j.work = nil
 	if w == nil {
@@ -345,11 +345,11 @@ func (j *job) release(lease providers.Lease, reason error) {
 	j.l.release(releaseOp{lease: lease, timeout: j.releaseTimeout(), done: func(err error) {
 		switch {
 		case err == nil:
-			j.log.Info("released the lease", "token", lease.Token)
+			j.log().Info("released the lease", "token", lease.Token)
 		case errors.Is(err, providers.ErrLost):
-			j.log.Info("the lease was already gone when releasing it", "token", lease.Token)
+			j.log().Info("the lease was already gone when releasing it", "token", lease.Token)
 		default:
-			j.log.Warn("cannot release the lease; it will expire", "error", err)
+			j.log().Warn("cannot release the lease; it will expire", "error", err)
 		}
 		j.demoted(lease, reason)
 	}})
@@ -368,7 +368,7 @@ func (j *job) demoted(lease providers.Lease, reason error) {
 	}
 	// Who leads next is not known yet; the next answer from the store
 	// fires on_leader_change with this node as previous_leader.
-	j.hooks.fire(j.event(config.EventDemoted, "", j.node, lease.Token, reasonOf(reason)), j.spec.OnDemoted, nil)
+	j.hooks.fire(j.event(config.EventDemoted, "", j.node(), lease.Token, reasonOf(reason)), j.spec.OnDemoted, nil)
 	if j.once != nil {
 		j.endOnce(reason) // RunOnce: one term only
 		return
@@ -381,7 +381,7 @@ func (j *job) demoted(lease providers.Lease, reason error) {
 	j.compete()
 }
 
-// end stops the job for good (a reload, the agent stopping). loopDone is
+// end stops the job for good (a reload, the agent stopping). done is
 // closed once the work has stopped and the lease is released.
 func (j *job) end(reason error) {
 	if j.ending != nil || j.phase == ended {
@@ -404,5 +404,10 @@ func (j *job) finish() {
 		delete(j.l.jobs, j.spec.Name)
 		j.l.placed.stale = true
 	}
-	close(j.loopDone)
+	j.mu.Lock()
+	j.ended = true
+	if j.doneCh != nil {
+		close(j.doneCh)
+	}
+	j.mu.Unlock()
 }

@@ -20,7 +20,7 @@ func (j *job) follow(holder string, token uint64) {
 // checkClash watches for another process holding the lease under this
 // node's node_id (see clash in identity.go).
 func (j *job) checkClash(holder string) {
-	if holder == "" || holder == j.holder || NodeOf(holder) != j.node {
+	if holder == "" || holder == j.holder() || NodeOf(holder) != j.node() {
 		if j.clash != nil && j.clash.logged {
 			j.clearLastError(j.clash.msg)
 		}
@@ -30,14 +30,14 @@ func (j *job) checkClash(holder string) {
 	now := j.l.clock.Now()
 	if j.clash == nil || j.clash.holder != holder {
 		j.clash = &clash{holder: holder, since: now}
-		j.log.Warn("the lease is held by another process with this node_id: an earlier run of this agent (its lease expires within the ttl) or a second agent with the same node_id",
-			"holder", holder, "this_process", j.holder)
+		j.log().Warn("the lease is held by another process with this node_id: an earlier run of this agent (its lease expires within the ttl) or a second agent with the same node_id",
+			"holder", holder, "this_process", j.holder())
 		return
 	}
 	if !j.clash.logged && now.Sub(j.clash.since) > j.spec.TTL+j.spec.RetryEvery {
 		j.clash.logged = true
-		j.clash.msg = fmt.Sprintf("node_id clash: another agent process (%s) with node_id %q keeps renewing this job's lease; give every agent its own node_id", holder, j.node)
-		j.log.Error(j.clash.msg, "this_process", j.holder)
+		j.clash.msg = fmt.Sprintf("node_id clash: another agent process (%s) with node_id %q keeps renewing this job's lease; give every agent its own node_id", holder, j.node())
+		j.log().Error(j.clash.msg, "this_process", j.holder())
 		j.setLastError(j.clash.msg)
 	}
 }
@@ -57,7 +57,7 @@ func (j *job) noteLeader(node string, token uint64) {
 	}
 	prev := j.lastLeader
 	j.lastLeader = node
-	j.log.Info("leader changed", "leader", node, "previous_leader", prev, "token", token)
+	j.log().Info("leader changed", "leader", node, "previous_leader", prev, "token", token)
 	j.count(config.EventLeaderChange)
 	j.hooks.fire(j.event(config.EventLeaderChange, node, prev, token, ReasonLeaderChange), j.spec.OnLeaderChange, nil)
 }
@@ -65,7 +65,7 @@ func (j *job) noteLeader(node string, token uint64) {
 // event is a leadership event, for the hooks; it goes into the job's
 // history too.
 func (j *job) event(typ, leader, prev string, token uint64, reason string) config.Event {
-	ev := config.Event{Type: typ, Job: j.spec.Name, Node: j.node, Leader: leader,
+	ev := config.Event{Type: typ, Job: j.spec.Name, Node: j.node(), Leader: leader,
 		PreviousLeader: prev, Token: token, Time: time.Now(), Reason: reason}
 	j.record(Transition{Time: ev.Time, Type: typ, Leader: leader, PreviousLeader: prev, Token: token, Reason: reason})
 	return ev

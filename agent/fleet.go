@@ -40,18 +40,20 @@ import (
 // fleet is what the agent's loops share: this node's tags, and whether it
 // balances and drains.
 type fleet struct {
+	node     string            // node_id
+	holder   string            // node_id#incarnation (identity.go)
 	tags     map[string]string // the agent's tags, "node" = node_id included
 	balance  bool
 	draining atomic.Bool
 }
 
-func newFleet(a config.Agent) *fleet {
+func newFleet(a config.Agent, holder string) *fleet {
 	tags := maps.Clone(a.Tags)
 	if tags == nil {
 		tags = map[string]string{}
 	}
 	tags[config.TagNode] = a.NodeID
-	return &fleet{tags: tags, balance: a.Balance}
+	return &fleet{node: a.NodeID, holder: holder, tags: tags, balance: a.Balance}
 }
 
 // matches says whether tags hold every pair of want.
@@ -510,7 +512,7 @@ func (m *members) rebalance() {
 	}
 	m.moved++
 	m.lastMove = now
-	pick.log.Info("handing over to spread the jobs", "leading", loads[me], "share", targets[me])
+	pick.log().Info("handing over to spread the jobs", "leading", loads[me], "share", targets[me])
 	pick.stepDown(ErrBalanced)
 	if m.moved < allowance && m.moveTimer == nil {
 		m.moveTimer = l.after(movePause, func() { m.moveTimer = nil; m.rebalance() })

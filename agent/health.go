@@ -42,7 +42,7 @@ func (j *job) startHealth() {
 	j.setHealth(HealthStatus{Status: HealthUnknown})
 	ctx, stop := context.WithCancel(context.Background())
 	j.health.stop = stop
-	ev := config.Event{Type: "health", Job: j.spec.Name, Node: j.node}
+	ev := config.Event{Type: "health", Job: j.spec.Name, Node: j.node()}
 	go func() {
 		t := time.NewTicker(h.Interval)
 		defer t.Stop()
@@ -62,7 +62,7 @@ func (j *job) startHealth() {
 }
 
 func (j *job) stopHealth() {
-	if j.health.stop != nil {
+	if j.health != nil && j.health.stop != nil {
 		j.health.stop()
 	}
 }
@@ -128,7 +128,7 @@ var healthClient = &http.Client{CheckRedirect: func(req *http.Request, via []*ht
 
 // checked applies one result, on the loop.
 func (j *job) checked(err error) {
-	h, spec := &j.health, j.spec.Health
+	h, spec := j.health, j.spec.Health
 	now := time.Now()
 	h.lastCheck = now
 	if err == nil {
@@ -148,16 +148,16 @@ func (j *job) checked(err error) {
 		LastCheck: &last, LastError: h.lastError})
 	if h.state == was {
 		if err != nil && h.state != HealthFailing {
-			j.log.Warn("health check failed", "error", err, "in_a_row", h.fails, "failures", spec.Failures)
+			j.log().Warn("health check failed", "error", err, "in_a_row", h.fails, "failures", spec.Failures)
 		}
 		return
 	}
 	switch h.state {
 	case HealthPassing:
-		j.log.Info("health check passes: competing", "in_a_row", h.passes)
+		j.log().Info("health check passes: competing", "in_a_row", h.passes)
 		j.refit()
 	case HealthFailing:
-		j.log.Error("health check fails: this node stops competing", "error", err, "in_a_row", h.fails)
+		j.log().Error("health check fails: this node stops competing", "error", err, "in_a_row", h.fails)
 		if j.phase == leading {
 			j.stepDown(fmt.Errorf("%w: %s (%d checks in a row)", ErrUnhealthy, err, h.fails))
 		}

@@ -5,12 +5,11 @@ import (
 	"time"
 
 	"github.com/electd/electd/config"
-	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
 	"github.com/hashicorp/go-hclog"
 )
 
-type phase int
+type phase uint8
 
 const (
 	candidate phase = iota // waiting for its next attempt (or holding off)
@@ -22,40 +21,37 @@ const (
 
 // job is one job's election: a small struct driven by its loop.
 type job struct {
-	spec         *config.Job // in the configuration the job came from
-	node, holder string      // node_id, and node_id#incarnation as the store records it (identity.go)
-	l            *loop
-	log          hclog.Logger
-	hooks        *hookRunner // nil when the job has no hooks
-	runner       *runner     // nil when it runs no command
-	metrics      *metrics.Metrics
+	spec   *config.Job // in the configuration the job came from
+	l      *loop
+	hooks  *hookRunner // nil when the job has no hooks
+	runner *runner     // nil when it runs no command
 	status
 
+	// Together, so that they take one word.
 	phase    phase
-	timer    *timer
-	lease    providers.Lease
-	term     term
-	began    time.Time
-	failed   bool // the last renewal failed: retry at retry_every
-	renewing bool // a renewal is in flight; they go one at a time
-	queued   *renewal
-	work     *leaderWork
-	slot     time.Time  // lock mode: the slot of this attempt
-	holdOff  time.Time  // a candidate does not compete before
-	backoffs int        // terms in a row whose work ended by itself
-	notified bool       // a notification came while asking
-	ending   error      // end was called: no new term
-	once     *onceState // RunOnce: one term only (once.go); nil under Run
-	started  time.Time  // when the job started on this agent
-	eligible bool       // its constraint admits this node
-	health   health     // its health check's state (health.go)
+	failed   bool  // the last renewal failed: retry at retry_every
+	renewing bool  // a renewal is in flight; they go one at a time
+	notified bool  // a notification came while asking
+	eligible bool  // its constraint admits this node
+	known    bool  // lastLeader is known (below)
+	backoffs uint8 // terms in a row whose work ended by itself, up to maxBackoffs
+
+	timer   *timer
+	lease   providers.Lease
+	term    term
+	began   time.Time
+	queued  *renewal
+	work    *leaderWork
+	slot    time.Time  // lock mode: the slot of this attempt
+	holdOff time.Time  // a candidate does not compete before
+	ending  error      // end was called: no new term
+	once    *onceState // RunOnce: one term only (once.go); nil under Run
+	started time.Time  // when the job started on this agent
+	health  *health    // its health check's state (health.go); nil without a check
 
 	// The leader as this node last knew it, for on_leader_change (events.go).
-	known      bool
 	lastLeader string
 	clash      *clash
-
-	loopDone chan struct{} // the job ended: work stopped, lease released
 }
 
 type renewal struct {
@@ -64,12 +60,9 @@ type renewal struct {
 }
 
 // newJob is a job of spec, not started: its loop starts it.
-func newJob(spec *config.Job, node, holder string, l *loop, o Options, log hclog.Logger) *job {
-	log = jobLog{log, spec.Name}
-	j := &job{
-		spec: spec, node: node, holder: holder, l: l, log: log, metrics: o.Metrics,
-		loopDone: make(chan struct{}),
-	}
+func newJob(spec *config.Job, l *loop, o Options) *job {
+	j := &job{spec: spec, l: l}
+	log := j.log()
 	hooks := [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange}
 	if spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooks, func(as []config.Action) bool {
 		return slices.ContainsFunc(as, func(a config.Action) bool { return a.Kind == config.ActionExec })
@@ -79,6 +72,9 @@ func newJob(spec *config.Job, node, holder string, l *loop, o Options, log hclog
 	}
 	if slices.ContainsFunc(hooks, func(as []config.Action) bool { return len(as) > 0 }) {
 		j.hooks = &hookRunner{job: spec.Name, log: log, runner: j.runner, webhooks: o.Webhooks}
+	}
+	if spec.Health != nil {
+		j.health = &health{}
 	}
 	j.eligible = matches(l.fleet.tags, spec.Constraint)
 	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL, Eligible: j.eligible}
@@ -97,6 +93,26 @@ func newJob(spec *config.Job, node, holder string, l *loop, o Options, log hclog
 	return j
 }
 
+// done is closed once the job has ended: its work stopped, its lease
+// released. The channel is made when first asked for (at a reload or a
+// stop), not kept by every job for its whole life.
+func (j *job) done() <-chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.doneCh == nil {
+		j.doneCh = make(chan struct{})
+		if j.ended {
+			close(j.doneCh)
+		}
+	}
+	return j.doneCh
+}
+
+// node is this agent's node_id; holder is node_id#incarnation, as the store
+// records it (identity.go). Both are the agent's, kept once in its fleet.
+func (j *job) node() string   { return j.l.fleet.node }
+func (j *job) holder() string { return j.l.fleet.holder }
+
 // inherit takes over what the job it replaces (after a reload) knew of the
 // leader: on_elected's previous_leader and a follower's since stay right.
 // prior has ended.
@@ -110,8 +126,12 @@ func (j *job) inherit(prior *job) {
 	}
 }
 
+// log is the loop's logger with the job's name on every line. It is made
+// when a line is logged, rather than kept: thousands of jobs log little.
+func (j *job) log() hclog.Logger { return jobLog{j.l.log, j.spec.Name} }
+
 // jobLog is a logger that adds the job's name to every line. It costs a
-// string per job where log.With would copy the logger.
+// string where log.With would copy the logger.
 type jobLog struct {
 	hclog.Logger
 	job string

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
 )
@@ -31,6 +33,7 @@ type loop struct {
 	ref      string // the provider's reference, for metrics
 	clock    Clock
 	metrics  *metrics.Metrics
+	log      hclog.Logger            // the agent's: each job adds its name (job.log)
 	acquirer providers.BatchAcquirer // nil when the store cannot batch
 	renewer  providers.BatchRenewer
 	releaser providers.BatchReleaser
@@ -63,9 +66,9 @@ const (
 	maxInflight = 64
 )
 
-func newLoop(prov providers.Provider, ref string, clock Clock, m *metrics.Metrics, f *fleet) *loop {
+func newLoop(prov providers.Provider, ref string, clock Clock, m *metrics.Metrics, f *fleet, log hclog.Logger) *loop {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &loop{prov: prov, ref: ref, clock: clock, metrics: m, base: clock.Now(), fleet: f,
+	l := &loop{prov: prov, ref: ref, clock: clock, metrics: m, log: log, base: clock.Now(), fleet: f,
 		wake: make(chan struct{}, 1), ctx: ctx, stop: stop, done: make(chan struct{}), jobs: map[string]*job{}}
 	l.acquirer, _ = providers.As[providers.BatchAcquirer](prov)
 	l.renewer, _ = providers.As[providers.BatchRenewer](prov)

@@ -72,13 +72,13 @@ func (a *Agent) RunOnce(ctx context.Context, o Once) error {
 	a.ready.Store(true)
 	r := a.jobs[0]
 	select {
-	case <-r.loopDone:
+	case <-r.done():
 	case <-ctx.Done():
 	}
 	if err := a.shutdown(); err != nil {
 		return err
 	}
-	// The loop set ending before it closed loopDone, which shutdown saw.
+	// The loop set ending before it closed done, which shutdown saw.
 	return r.ending
 }
 

@@ -85,9 +85,9 @@ func (j *job) pause(reason error) time.Duration {
 		return j.spec.TTL // let another node take over
 	case errors.Is(reason, ErrWorkEnded):
 		// A command that exits at once must not make an election storm.
-		d := min(j.spec.RetryEvery<<min(j.backoffs, 20), maxBackoff)
-		j.backoffs++
-		j.log.Info("backing off before competing again", "for", d)
+		d := min(j.spec.RetryEvery<<j.backoffs, maxBackoff)
+		j.backoffs = min(j.backoffs+1, maxBackoffs)
+		j.log().Info("backing off before competing again", "for", d)
 		return d
 	case j.spec.Run == nil:
 		return 0
@@ -98,15 +98,20 @@ func (j *job) pause(reason error) time.Duration {
 	default:
 		return 0
 	}
-	j.log.Error("this node cannot do the work: gave the job away", "reason", reason.Error(), "hold_off", j.spec.Run.HoldOff)
-	if j.metrics != nil {
-		j.metrics.GivenAway.WithLabelValues(j.spec.Name, why).Inc()
+	j.log().Error("this node cannot do the work: gave the job away", "reason", reason.Error(), "hold_off", j.spec.Run.HoldOff)
+	if j.l.metrics != nil {
+		j.l.metrics.GivenAway.WithLabelValues(j.spec.Name, why).Inc()
 	}
 	return j.spec.Run.HoldOff
 }
 
-// maxBackoff caps the pause between terms whose work ends by itself.
-const maxBackoff = time.Minute
+// maxBackoff caps the pause between terms whose work ends by itself;
+// maxBackoffs is as far as a job counts them (retry_every << 20 is past
+// any cap).
+const (
+	maxBackoff  = time.Minute
+	maxBackoffs = 20
+)
 
 // jitter spreads candidates' retries over [d, 1.2d) (client-go's factor).
 func jitter(d time.Duration) time.Duration {

@@ -96,14 +96,16 @@ func Wedged(jobs []JobStatus, now time.Time) []string {
 // status is a job's JobStatus, written by its loop and read by the API.
 type status struct {
 	mu sync.Mutex
-	st JobStatus
 	// For the metrics (metrics.JobSample): leading from elected to
 	// demoted, and the events seen.
-	leading                         bool
-	elected, demoted, leaderChanges uint64
+	leading bool
+	ended   bool  // the job has ended (job.done)
+	next    int32 // the oldest transition in history, once it is full
+	doneCh  chan struct{}
+	st      JobStatus
 	// The last transitions, oldest first (a ring once full).
-	history []Transition
-	next    int
+	history                         []Transition
+	elected, demoted, leaderChanges uint64
 }
 
 func (s *status) record(t Transition) {

@@ -19,14 +19,18 @@ const KillMargin = config.KillMargin
 // store may expire the lease ttl after it received the operation, which is
 // no earlier than when the leader sent it.
 type term struct {
-	sent       time.Time // when the last successful Acquire or Renew was sent
-	validUntil time.Time // sent + ttl*(1-SafetyMargin)
-	stopBy     time.Time // validUntil - stopTimeout - KillMargin: stepping down must begin
+	sent   time.Time // when the last successful Acquire or Renew was sent
+	stopBy time.Time // validUntil - stopTimeout - KillMargin: stepping down must begin
+}
+
+// validUntil is the end of a term whose operation was sent at sent, as the
+// leader may count on it: sent + ttl*(1-SafetyMargin).
+func validUntil(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - time.Duration(float64(ttl)*SafetyMargin))
 }
 
 func newTerm(sent time.Time, ttl, stopTimeout time.Duration) term {
-	valid := sent.Add(ttl - time.Duration(float64(ttl)*SafetyMargin))
-	return term{sent: sent, validUntil: valid, stopBy: valid.Add(-stopTimeout - KillMargin)}
+	return term{sent: sent, stopBy: validUntil(sent, ttl).Add(-stopTimeout - KillMargin)}
 }
 
 // nextRenew is when the next renewal is sent: renewEvery after the last

@@ -38,7 +38,7 @@ func TestTerm(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := newTerm(t0, tc.ttl, tc.stop)
-			if got := tm.validUntil.Sub(t0); got != tc.wantValid {
+			if got := validUntil(t0, tc.ttl).Sub(t0); got != tc.wantValid {
 				t.Errorf("validUntil = t0+%s, want t0+%s", got, tc.wantValid)
 			}
 			if got := tm.stopBy.Sub(t0); got != tc.wantStop {
@@ -65,12 +65,12 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
 	f := newFaulty(p, clk)
 	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
 		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
-	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "n1"}))
-	j := newJob(&spec, "node-1", "node-1#0badcafe", l, Options{Clock: clk}, hclog.NewNullLogger())
+	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), hclog.NewNullLogger())
+	j := newJob(&spec, l, Options{Clock: clk})
 	l.post(j.start)
 	t.Cleanup(func() {
 		l.post(func() { j.end(ErrStopping) })
-		<-j.loopDone
+		<-j.done()
 		l.close()
 	})
 	return j, f, clk

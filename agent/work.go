@@ -65,7 +65,7 @@ func (w *leaderWork) begin() error {
 		// it) is run once now: no scheduled run is lost to a failover.
 		now := w.j.l.clock.Now()
 		if missed := latestSlot(spec.Task.Schedule, lastSlot(w.j.lease.Value), now); !missed.IsZero() {
-			w.j.log.Info("running a slot missed during the failover", "slot", missed.UTC().Format(time.RFC3339))
+			w.j.log().Info("running a slot missed during the failover", "slot", missed.UTC().Format(time.RFC3339))
 			if err := w.runSlot(missed); err != nil {
 				return err
 			}
@@ -90,7 +90,7 @@ func (w *leaderWork) startRun() error {
 		w.j.runner.count(w.elected.Type, "run", "failed")
 		return fmt.Errorf("%w: %w", ErrCannotStart, err)
 	}
-	w.j.log.Info("run command started", "pid", s.Pid(), "token", w.elected.Token)
+	w.j.log().Info("run command started", "pid", s.Pid(), "token", w.elected.Token)
 	w.child = s
 	w.watchExit(s, w.runExited)
 	return nil
@@ -142,9 +142,9 @@ func (w *leaderWork) runExited(s *started) error {
 	case run.Restart == config.RestartNever:
 		return &ExitError{Code: code}
 	case run.Restart == config.RestartOnFailure && code == 0:
-		w.j.log.Info("run command exited cleanly; not restarted (restart = on-failure); keeping the lease")
+		w.j.log().Info("run command exited cleanly; not restarted (restart = on-failure); keeping the lease")
 	default:
-		w.j.log.Info("restarting the run command", "exit_code", code, "in", restartWait(run))
+		w.j.log().Info("restarting the run command", "exit_code", code, "in", restartWait(run))
 		w.after(restartWait(run), w.startRun)
 	}
 	return nil
@@ -166,7 +166,7 @@ func (w *leaderWork) taskTimeout(s *started) error {
 	task := w.j.spec.Task
 	if s == w.task && !w.taskTimedOut {
 		w.taskTimedOut = true
-		w.j.log.Warn("task timed out: stopping it", "timeout", task.Timeout)
+		w.j.log().Warn("task timed out: stopping it", "timeout", task.Timeout)
 		go s.Stop(signalOr(task.StopSignal), task.StopTimeout)
 	}
 	return nil
@@ -174,7 +174,7 @@ func (w *leaderWork) taskTimeout(s *started) error {
 
 func (w *leaderWork) slotDue(slot time.Time) error {
 	if w.task != nil || w.recording {
-		w.j.log.Warn("slot skipped: the previous run is still running", "slot", slot.UTC().Format(time.RFC3339))
+		w.j.log().Warn("slot skipped: the previous run is still running", "slot", slot.UTC().Format(time.RFC3339))
 		w.j.runner.count(w.elected.Type, "task", "skipped")
 	} else if err := w.runSlot(slot); err != nil {
 		return err
@@ -188,7 +188,7 @@ func (w *leaderWork) slotDue(slot time.Time) error {
 // store has accepted it under this term. A slot already recorded is skipped.
 func (w *leaderWork) runSlot(slot time.Time) error {
 	if !lastSlot(w.j.lease.Value).Before(slot) {
-		w.j.log.Info("slot already run; skipping it", "slot", slot.UTC().Format(time.RFC3339))
+		w.j.log().Info("slot already run; skipping it", "slot", slot.UTC().Format(time.RFC3339))
 		if w.j.spec.Mode == config.ModeLock {
 			return fmt.Errorf("%w: the slot was already run", ErrSlotDone)
 		}
@@ -206,7 +206,7 @@ func (w *leaderWork) runSlot(slot time.Time) error {
 // is the store's error, or nil).
 func (w *leaderWork) startTask(slot time.Time, recorded error) error {
 	task, lock := w.j.spec.Task, w.j.spec.Mode == config.ModeLock
-	log := w.j.log.With("slot", slot.UTC().Format(time.RFC3339))
+	log := w.j.log().With("slot", slot.UTC().Format(time.RFC3339))
 	if recorded != nil {
 		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
 		w.j.runner.count(w.elected.Type, "task", "skipped")
@@ -243,14 +243,14 @@ func (w *leaderWork) stop() {
 	if s := w.child; s != nil {
 		run := w.j.spec.Run
 		if s.Stop(signalOr(run.StopSignal), run.StopTimeout) {
-			w.j.log.Warn("run command did not stop within stop_timeout: killed its process group", "stop_timeout", run.StopTimeout)
+			w.j.log().Warn("run command did not stop within stop_timeout: killed its process group", "stop_timeout", run.StopTimeout)
 		}
 		w.j.runner.finished(s, false)
 	}
 	if s := w.task; s != nil {
 		task := w.j.spec.Task
 		if s.Stop(signalOr(task.StopSignal), task.StopTimeout) {
-			w.j.log.Warn("task did not stop within stop_timeout: killed its process group", "stop_timeout", task.StopTimeout)
+			w.j.log().Warn("task did not stop within stop_timeout: killed its process group", "stop_timeout", task.StopTimeout)
 		}
 		w.j.runner.finished(s, w.taskTimedOut)
 	}
