@@ -44,12 +44,9 @@ type Options struct {
 // Agent runs one election loop per job of a configuration, and swaps
 // configurations on Reload without touching the jobs that did not change.
 type Agent struct {
-	opts Options
-	log  hclog.Logger
-	// node is the node_id, fixed for the agent's life (a reload does not
-	// change it); holder adds this process's incarnation (identity.go).
-	node, holder string
-	started      config.Agent // the agent block in force: a reload does not change it
+	opts    Options
+	log     hclog.Logger
+	started config.Agent // the agent block in force: a reload does not change it
 
 	reloads chan reloadReq
 	ready   atomic.Bool
@@ -109,7 +106,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
 	holder := holderOf(cfg.Agent.NodeID, newIncarnation())
-	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, node: cfg.Agent.NodeID, holder: holder, started: cfg.Agent, reloads: make(chan reloadReq), fleet: newFleet(cfg.Agent, holder),
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, started: cfg.Agent, reloads: make(chan reloadReq), fleet: newFleet(cfg.Agent, holder),
 		provs: map[string]*openProvider{}, stopped: map[*runningJob]bool{}}
 	if opts.Metrics != nil {
 		opts.Metrics.CollectJobs(a.sample)
@@ -325,7 +322,7 @@ func (a *Agent) startMembers(jobs []*runningJob) {
 		}
 	}
 	for l, ttl := range need {
-		l.startMembers(a.holder, ttl, a.log)
+		l.startMembers(a.fleet.holder, ttl, a.log)
 	}
 }
 
@@ -497,7 +494,7 @@ type Info struct {
 
 // Info describes the agent.
 func (a *Agent) Info() Info {
-	return Info{Node: a.node, Tags: a.fleet.tags, Balance: a.fleet.balance, Draining: a.fleet.draining.Load()}
+	return Info{Node: a.fleet.node, Tags: a.fleet.tags, Balance: a.fleet.balance, Draining: a.fleet.draining.Load()}
 }
 
 // History is the last transitions of job this agent saw, oldest first.

@@ -40,8 +40,8 @@ import (
 // fleet is what the agent's loops share: this node's tags, and whether it
 // balances and drains.
 type fleet struct {
-	node     string            // node_id
-	holder   string            // node_id#incarnation (identity.go)
+	node     string            // node_id: fixed for the agent's life (a reload does not change it)
+	holder   string            // node_id#incarnation, this process's (identity.go)
 	tags     map[string]string // the agent's tags, "node" = node_id included
 	balance  bool
 	draining atomic.Bool

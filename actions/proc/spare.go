@@ -186,14 +186,16 @@ func encodeSpec(dir string, argv, env []string) []byte {
 	return b.Bytes()
 }
 
+var errBadSpec = errors.New("bad command spec")
+
 func decodeSpec(b []byte) (dir string, argv, env []string, err error) {
 	fs := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
 	if len(fs) < 2 {
-		return "", nil, nil, fmt.Errorf("bad command spec")
+		return "", nil, nil, errBadSpec
 	}
 	n, err := strconv.Atoi(string(fs[1]))
 	if err != nil || n < 1 || n > len(fs)-2 {
-		return "", nil, nil, fmt.Errorf("bad command spec")
+		return "", nil, nil, errBadSpec
 	}
 	str := func(bs [][]byte) []string {
 		out := make([]string, len(bs))
