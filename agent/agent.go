@@ -141,6 +141,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		break
 	}
+	// No command starts from here on: the spare's exit goes beside the
+	// children's stop rather than after the releases, where it would take
+	// the CPU from a new leader's command starting on the same machine.
+	go a.opts.spares.Close()
 	return a.shutdown()
 }
 
