@@ -369,6 +369,11 @@ func providerKey(p config.Provider) string {
 
 func (a *Agent) shutdown() error {
 	deadline := time.Now().Add(a.started.ShutdownTimeout)
+	for _, op := range a.provs {
+		if m := op.loop.members; m != nil {
+			m.leaveEarly()
+		}
+	}
 	var loops []<-chan struct{}
 	for _, r := range a.jobs {
 		r.end(ErrStopping)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -261,16 +262,24 @@ func (p *Provider) sweep(ctx context.Context) {
 	}
 }
 
-// revokeSessions ends every session at Close, so that no key of this
-// process outlives it (a clean stop has released them all already).
+// revokeSessions ends at Close every session that may still carry a key of
+// this process (a term it holds, or one whose release failed), so that no
+// such key outlives it. A clean stop has released them all already; the
+// sessions that carry nothing are left to expire within their ttl rather
+// than revoked, each a write to etcd's log just as the next leader writes
+// its Acquire of a job this agent released.
 func (p *Provider) revokeSessions(cli *clientv3.Client) {
 	p.smu.Lock()
+	all := len(p.abandoned) > 0
 	ids := make([]clientv3.LeaseID, 0, len(p.sessions))
 	for _, s := range p.sessions {
 		ids = append(ids, s.id)
 	}
 	p.sessions = nil
 	p.smu.Unlock()
+	if !all {
+		ids = slices.DeleteFunc(ids, func(id clientv3.LeaseID) bool { return !p.carriesTerm(id) })
+	}
 	if len(ids) == 0 {
 		return
 	}

@@ -267,3 +267,35 @@ func TestReleaseWithoutRead(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseRevokesOnlySessionsWithKeys: Close revokes the session that
+// still carries a term (the term is free at once) and leaves the one whose
+// terms were all released to expire by itself: a revoke is a write to
+// etcd's log, made just as the next leader acquires what was released.
+func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	p, other := open(t, s), open(t, s)
+	ctx := context.Background()
+	if _, err := p.Acquire(ctx, "kept", "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	done, err := p.Acquire(ctx, "done", "a", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, endpoint)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := scrape(t, endpoint).sub(before); d.started["LeaseRevoke"] != 1 {
+		t.Errorf("Close sent %s; want one LeaseRevoke, of the session that carries a term", d)
+	}
+	if _, err := other.Acquire(ctx, "kept", "b", time.Minute); err != nil {
+		t.Fatalf("Acquire right after the holder's Close: %v, want free", err)
+	}
+}
