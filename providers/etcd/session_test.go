@@ -57,39 +57,19 @@ func TestSessionShared(t *testing.T) {
 func TestAbandonedReleaseSwept(t *testing.T) {
 	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
-	stuck, err := p.Acquire(ctx, "stuck", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kept, err := p.Acquire(ctx, "kept", "a", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := p.Release(done, stuck); err == nil || errors.Is(err, providers.ErrLost) {
-		t.Fatalf("Release with a cancelled ctx: %v, want a store error", err)
-	}
+	stuck := abandonStuck(t, p)
 	if _, err := other.Acquire(ctx, "stuck", "b", time.Minute); !errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("Acquire after the failed Release: %v, want held (the key is still on a's session)", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitSwept(t, other, stuck, 30*time.Second, func() {
 		if _, errs := p.RenewMany(ctx, []providers.Lease{kept}); errs[0] != nil {
 			t.Fatal(errs[0])
 		}
-		l, err := other.Acquire(ctx, "stuck", "b", time.Minute)
-		if err == nil {
-			if l.Token != stuck.Token+1 {
-				t.Fatalf("b's term after the sweep: token %d, want %d", l.Token, stuck.Token+1)
-			}
-			break
-		}
-		if !errors.Is(err, providers.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("the abandoned term was not released after RenewMany: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 	// The sweep released only the abandoned term.
 	if o, err := other.Observe(ctx, "kept"); err != nil || o.Holder != "a" || o.Token != kept.Token {
 		t.Fatalf("kept after the sweep: %+v, %v; want a's term %d", o, err, kept.Token)
@@ -201,6 +181,14 @@ func TestCandidateSessionReady(t *testing.T) {
 // and does not keep the session (with the key on it) alive meanwhile.
 func TestAbandonedSweptWhileIdle(t *testing.T) {
 	p, other := pairOnOwnEtcd(t)
+	stuck := abandonStuck(t, p)
+	waitSwept(t, other, stuck, 20*time.Second, func() {}) // well within the minute's ttl
+}
+
+// abandonStuck acquires "stuck" for a minute on p and releases it with a
+// cancelled ctx: the release fails, and the key stays on p's session.
+func abandonStuck(t *testing.T, p *Provider) providers.Lease {
+	t.Helper()
 	ctx := context.Background()
 	stuck, err := p.Acquire(ctx, "stuck", "a", time.Minute)
 	if err != nil {
@@ -211,9 +199,17 @@ func TestAbandonedSweptWhileIdle(t *testing.T) {
 	if err := p.Release(done, stuck); err == nil || errors.Is(err, providers.ErrLost) {
 		t.Fatalf("Release with a cancelled ctx: %v, want a store error", err)
 	}
-	deadline := time.Now().Add(20 * time.Second) // well within the minute's ttl
+	return stuck
+}
+
+// waitSwept calls each, then tries to take "stuck" on other, until it can,
+// with the token after stuck's: the abandoned term was released.
+func waitSwept(t *testing.T, other *Provider, stuck providers.Lease, within time.Duration, each func()) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
-		l, err := other.Acquire(ctx, "stuck", "b", time.Minute)
+		each()
+		l, err := other.Acquire(context.Background(), "stuck", "b", time.Minute)
 		if err == nil {
 			if l.Token != stuck.Token+1 {
 				t.Fatalf("b's term after the sweep: token %d, want %d", l.Token, stuck.Token+1)
@@ -221,9 +217,9 @@ func TestAbandonedSweptWhileIdle(t *testing.T) {
 			return
 		}
 		if !errors.Is(err, providers.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("the abandoned term was not released: %v", err)
+			t.Fatalf("the abandoned term was not released within %s: %v", within, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
