@@ -141,9 +141,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		break
 	}
-	// No command starts from here on: the spare's exit goes beside the
-	// children's stop rather than after the releases, where it would take
-	// the CPU from a new leader's command starting on the same machine.
+	// No job leads from here on, so no `run` or `task` command starts (an
+	// on_demoted hook's starts under a fresh shim): the spare's exit goes
+	// beside the children's stops rather than after the releases, where it
+	// would take the CPU from a new leader's command starting on the same
+	// machine.
 	go a.opts.spares.Close()
 	return a.shutdown()
 }
