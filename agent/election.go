@@ -250,6 +250,16 @@ func (j *job) renew(r renewal) {
 		j.renewing = false
 		j.renewed(lease, renewed, sent, err, r.then)
 	}})
+	// The answer normally comes by stopBy (the request's timeout), but a
+	// store or client that overruns its deadline must not keep the work
+	// running past the term: the step-down point has a timer of its own
+	// while the renewal is out. The answer, whenever it comes, sets the
+	// next timer.
+	j.l.cancel(j.timer)
+	j.timer = j.l.at(j.term.stopBy, func() {
+		j.timer = nil
+		j.pastDeadline()
+	})
 }
 
 func (j *job) renewed(sentLease, renewed providers.Lease, sent time.Time, err error, then func(error)) {

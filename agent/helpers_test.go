@@ -30,12 +30,13 @@ func TestMain(m *testing.M) {
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
-	waiters []fakeWaiter
+	waiters []*fakeWaiter
 }
 
 type fakeWaiter struct {
 	at time.Time
 	ch chan time.Time
+	c  *fakeClock
 }
 
 func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
@@ -46,17 +47,32 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	at := c.now.Add(d)
+	w := &fakeWaiter{at: c.now.Add(d), ch: make(chan time.Time, 1), c: c}
 	if d <= 0 {
-		ch <- c.now
-		return ch
+		w.ch <- c.now
+		return w
 	}
-	c.waiters = append(c.waiters, fakeWaiter{at, ch})
-	return ch
+	c.waiters = append(c.waiters, w)
+	return w
+}
+
+func (w *fakeWaiter) C() <-chan time.Time { return w.ch }
+
+// Stop takes w off the clock: advanceToNext never moves to it.
+func (w *fakeWaiter) Stop() bool {
+	c := w.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, o := range c.waiters {
+		if o == w {
+			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // advanceToNext waits until something waits on the clock, then moves the
@@ -69,7 +85,7 @@ func (c *fakeClock) advanceToNext(t *testing.T) time.Time {
 		if len(c.waiters) > 0 {
 			sort.Slice(c.waiters, func(i, k int) bool { return c.waiters[i].at.Before(c.waiters[k].at) })
 			c.now = c.waiters[0].at
-			var rest []fakeWaiter
+			var rest []*fakeWaiter
 			for _, w := range c.waiters {
 				if w.at.After(c.now) {
 					rest = append(rest, w)
@@ -100,7 +116,8 @@ type faulty struct {
 	acquireErr error
 	renewErr   error
 	hangRenew  bool
-	lastRenew  time.Time // real time the last successful Renew was sent
+	stuck      chan struct{} // Renew waits for it to close, whatever its context says
+	lastRenew  time.Time     // real time the last successful Renew was sent
 	calls      chan call
 }
 
@@ -127,6 +144,24 @@ func (f *faulty) setRenew(err error, hang bool) {
 	f.renewErr, f.hangRenew = err, hang
 }
 
+// stickRenew makes the next renewals wait, past their deadline, until
+// unstick is called; they then succeed.
+func (f *faulty) stickRenew() (unstick func()) {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	f.stuck = ch
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.stuck = nil
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
 func (f *faulty) setAcquire(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -150,8 +185,16 @@ func (f *faulty) Acquire(ctx context.Context, key, holder string, ttl time.Durat
 func (f *faulty) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
 	at, sent := f.clock.Now(), time.Now()
 	f.mu.Lock()
-	renewErr, hang := f.renewErr, f.hangRenew
+	renewErr, hang, stuck := f.renewErr, f.hangRenew, f.stuck
 	f.mu.Unlock()
+	if stuck != nil {
+		// A store or client that overruns its deadline: the answer, a
+		// success, comes only when the test says.
+		f.record("renew-stuck", at, nil)
+		<-stuck
+		f.record("renew", at, nil)
+		return l, nil
+	}
 	if hang {
 		<-ctx.Done()
 		f.record("renew", at, ctx.Err())

@@ -120,8 +120,16 @@ func (l *loop) close() {
 
 func (l *loop) run() {
 	defer close(l.done)
-	var alarm <-chan time.Time
+	// One alarm, always at the earliest timer: a timer cancelled or moved
+	// later (a renewal's answer replacing its step-down timer) leaves no
+	// wake-up behind.
+	var alarm Timer
 	var alarmAt time.Time
+	defer func() {
+		if alarm != nil {
+			alarm.Stop()
+		}
+	}()
 	for {
 		l.mu.Lock()
 		q := l.queue
@@ -136,13 +144,21 @@ func (l *loop) run() {
 			t.fn()
 		}
 		l.flush()
-		if len(l.timers) > 0 && (alarm == nil || l.timers[0].at.Before(alarmAt)) {
-			alarmAt = l.timers[0].at
-			alarm = l.clock.After(alarmAt.Sub(now))
+		if alarm != nil && (len(l.timers) == 0 || !l.timers[0].at.Equal(alarmAt)) {
+			alarm.Stop()
+			alarm = nil
+		}
+		var ring <-chan time.Time
+		if len(l.timers) > 0 {
+			if alarm == nil {
+				alarmAt = l.timers[0].at
+				alarm = l.clock.NewTimer(alarmAt.Sub(now))
+			}
+			ring = alarm.C()
 		}
 		select {
 		case <-l.wake:
-		case <-alarm:
+		case <-ring:
 			alarm = nil
 		case <-l.ctx.Done():
 			return

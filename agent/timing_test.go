@@ -130,6 +130,47 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	})
 }
 
+// A renewal whose answer does not come by the step-down point (a store or
+// a client that overruns its context, or waits on a lock behind one that
+// does) does not keep the leader past its term: it steps down and releases
+// at the step-down point, and the late answer, a success, is ignored.
+func TestOverdueRenewalStepsDownAtDeadline(t *testing.T) {
+	t.Parallel()
+	j, f, clk := timingJob(t)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	unstick := f.stickRenew()
+	defer unstick()
+	expectCall(t, f, "renew-stuck", clk.advanceToNext(t)) // t0+2s
+	f.setAcquire(errors.New("store unreachable"))         // keep it a candidate after the step-down
+	// stopBy = t0 + 9.9s - 0 - 100ms.
+	at := clk.advanceToNext(t)
+	if want := t0.Add(9800 * time.Millisecond); !at.Equal(want) {
+		t.Fatalf("stepped down at t0+%s, want t0+9.8s", at.Sub(t0))
+	}
+	expectCall(t, f, "release", at)
+	if st := j.get(); st.State == "leader" {
+		t.Fatalf("state %q after the step-down point, want stopping or candidate", st.State)
+	}
+	unstick()
+	c := f.nextCall(t)
+	for c.op == "acquire" { // the candidate's attempts meanwhile
+		c = f.nextCall(t)
+	}
+	if c.op != "renew" || c.err != nil {
+		t.Fatalf("the overdue renewal ended with %s %v, want a success", c.op, c.err)
+	}
+	// The answer is posted to the loop after the call returns: give it
+	// time to arrive, then let the loop finish whatever it is doing.
+	time.Sleep(100 * time.Millisecond)
+	synced := make(chan struct{})
+	j.l.post(func() { close(synced) })
+	<-synced
+	if st := j.get(); st.State == "leader" || st.Token != 1 {
+		t.Fatalf("after the late answer: state %q token %d, want no term (token 1 was released)", st.State, st.Token)
+	}
+}
+
 // A "lost" answer steps down at once, without a release.
 func TestLostStepsDownAtOnce(t *testing.T) {
 	t.Parallel()

@@ -37,10 +37,11 @@ type Provider struct {
 	cli    *clientv3.Client
 	closed bool
 
-	smu       sync.Mutex                 // guards sessions and abandoned (session.go)
-	sessions  map[int64]session          // by granted ttl in seconds
-	abandoned map[string]providers.Lease // by key
-	sweeping  bool                       // a sweep runs
+	refreshing chan struct{}              // a token held by session's refresh or grant (session.go)
+	smu        sync.Mutex                 // guards sessions and abandoned, never over a request (session.go)
+	sessions   map[int64]session          // by granted ttl in seconds
+	abandoned  map[string]providers.Lease // by key
+	sweeping   bool                       // a sweep runs
 
 	hmu  sync.Mutex
 	held map[string]held // the terms this provider wrote, by key (held.go)
@@ -72,8 +73,9 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 			// retry chatter would only duplicate them on stderr.
 			Logger: zap.NewNop(),
 		},
-		prefix: s.Prefix,
-		log:    log.Named("etcd").With("endpoints", strings.Join(s.Endpoints, ",")),
+		prefix:     s.Prefix,
+		refreshing: make(chan struct{}, 1),
+		log:        log.Named("etcd").With("endpoints", strings.Join(s.Endpoints, ",")),
 	}, nil
 }
 

@@ -32,26 +32,35 @@ func (s session) expires() time.Time { return s.at.Add(time.Duration(s.ttl) * ti
 // etcd then keeps the session at least ttl after since, as the timing rule
 // asks of a term that began at since. That is the cached session if a
 // refresh was sent since then (a concurrent caller's, or RenewMany's), else
-// the cached one after a keep-alive, else a new grant. Callers are
-// serialised, so a burst of concurrent Acquires shares one request.
+// the cached one after a keep-alive, else a new grant. Refreshes are
+// serialised (refreshing), so a burst of concurrent Acquires shares one
+// request; the wait for another's ends with ctx. No lock is held over a
+// request: RenewMany's answers (kept) must never wait for a refresh stuck
+// on a store that does not answer, or a leader would learn too late that
+// its renewal failed.
 func (p *Provider) session(ctx context.Context, cli *clientv3.Client, secs int64, since time.Time) (session, error) {
+	select {
+	case p.refreshing <- struct{}{}:
+		defer func() { <-p.refreshing }()
+	case <-ctx.Done():
+		return session{}, fmt.Errorf("keep lease alive: %w", ctx.Err())
+	}
 	p.smu.Lock()
-	defer p.smu.Unlock()
 	s, ok := p.sessions[secs]
+	p.smu.Unlock()
 	if ok && !s.sent.Before(since) {
 		return s, nil
 	}
 	if ok {
-		answers, err := keepAliveMany(ctx, cli, []clientv3.LeaseID{s.id})
+		answers, err := p.keepAlive(ctx, cli, []clientv3.LeaseID{s.id})
 		if err != nil {
 			return session{}, fmt.Errorf("keep lease alive: %w", err)
 		}
 		if a := answers[0]; a.ttl > 0 {
 			s.ttl, s.sent, s.at = a.ttl, a.sent, a.at
-			p.sessions[secs] = s
 			return s, nil
 		}
-		delete(p.sessions, secs) // expired: etcd deleted its keys
+		// Expired: etcd deleted its keys, and kept forgot it.
 	}
 	sent := time.Now()
 	g, err := cli.Grant(ctx, secs)
@@ -59,10 +68,12 @@ func (p *Provider) session(ctx context.Context, cli *clientv3.Client, secs int64
 		return session{}, fmt.Errorf("grant lease: %w", err)
 	}
 	s = session{id: g.ID, ttl: g.TTL, sent: sent, at: time.Now()}
+	p.smu.Lock()
 	if p.sessions == nil {
 		p.sessions = make(map[int64]session)
 	}
 	p.sessions[secs] = s
+	p.smu.Unlock()
 	return s, nil
 }
 
