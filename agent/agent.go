@@ -141,6 +141,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		break
 	}
+	// No job leads from here on, so no `run` or `task` command starts (an
+	// on_demoted hook's starts under a fresh shim): the spare's exit goes
+	// beside the children's stops rather than after the releases, where it
+	// would take the CPU from a new leader's command starting on the same
+	// machine.
+	go a.opts.spares.Close()
 	return a.shutdown()
 }
 
@@ -365,6 +371,11 @@ func providerKey(p config.Provider) string {
 
 func (a *Agent) shutdown() error {
 	deadline := time.Now().Add(a.started.ShutdownTimeout)
+	for _, op := range a.provs {
+		if m := op.loop.members; m != nil {
+			m.leaveEarly()
+		}
+	}
 	var loops []<-chan struct{}
 	for _, r := range a.jobs {
 		r.end(ErrStopping)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -159,11 +160,13 @@ type record struct {
 // others'. Its goroutine does the store requests; what it learns is posted
 // to the loop, which alone acts on it.
 type members struct {
-	l      *loop
-	holder string
-	ttl    time.Duration
-	log    hclog.Logger
-	done   chan struct{}
+	l        *loop
+	holder   string
+	ttl      time.Duration
+	log      hclog.Logger
+	done     chan struct{}
+	quit     chan struct{} // closed by leaveEarly: the agent is stopping
+	quitOnce sync.Once
 
 	// Owned by the goroutine.
 	slot  int // -1 until one is held
@@ -183,10 +186,16 @@ type members struct {
 
 // startMembers begins keeping this agent's membership record on l's store.
 func (l *loop) startMembers(holder string, ttl time.Duration, log hclog.Logger) {
-	m := &members{l: l, holder: holder, ttl: ttl, log: log, done: make(chan struct{}), slot: -1, span: 4, wanted: map[string]bool{}}
+	m := &members{l: l, holder: holder, ttl: ttl, log: log, done: make(chan struct{}), quit: make(chan struct{}), slot: -1, span: 4, wanted: map[string]bool{}}
 	l.members = m
 	go m.run()
 }
+
+// leaveEarly releases the membership record now, beside the jobs' stops,
+// rather than once the loop has ended: the agent is stopping, and its write
+// (with the notifications it sends the other agents) then does not fall
+// between the release of a job and the next leader's Acquire of it.
+func (m *members) leaveEarly() { m.quitOnce.Do(func() { close(m.quit) }) }
 
 func memberKey(i int) string { return memberPrefix + strconv.Itoa(i) }
 
@@ -202,6 +211,9 @@ func (m *members) run() {
 		case <-ctx.Done():
 			m.leave()
 			return
+		case <-m.quit:
+			m.leave()
+			return
 		}
 		m.publish(ctx, rec)
 		view := m.read(ctx)
@@ -210,6 +222,9 @@ func (m *members) run() {
 		}
 		select {
 		case <-ctx.Done():
+			m.leave()
+			return
+		case <-m.quit:
 			m.leave()
 			return
 		case <-time.After(memberEvery):

@@ -342,3 +342,54 @@ func TestMembershipSlotsFull(t *testing.T) {
 		t.Errorf("the full slots were logged %d times, want once:\n%s", n, log.String())
 	}
 }
+
+// An agent that begins to stop releases its membership record at once,
+// while its children are still stopping, not after its jobs' releases:
+// its write then does not fall between a job's release and the next
+// leader's Acquire.
+func TestMembershipLeftAsStopBegins(t *testing.T) {
+	db := sqliteDB(t)
+	dir := t.TempDir()
+	cfg := loadConfig(t, fleetConfig("n1", db, "", true, fmt.Sprintf(`job "j" {
+  ttl         = "10s"
+  renew_every = "500ms"
+  retry_every = "300ms"
+  run {
+    command      = ["sh", "-c", "trap 'touch %s/stopping; sleep 2; exit 0' TERM; while :; do sleep 0.05; done"]
+    stop_timeout = "5s"
+  }
+}
+`, dir)))
+	p, err := cfg.Providers[0].Settings.Open(context.Background(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	member := func() string {
+		l, err := p.Observe(context.Background(), memberKey(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Holder
+	}
+	a := startAgent(t, cfg, quiet)
+	eventually(t, 10*time.Second, "the job leads and the agent holds a membership slot", func() bool {
+		return a.job("j").state == StateLeader && member() != ""
+	})
+	a.cancel()
+	eventually(t, 5*time.Second, "the child's stop began", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "stopping"))
+		return err == nil
+	})
+	eventually(t, time.Second, "the membership record released while the child still stops", func() bool {
+		return member() == ""
+	})
+	if l, err := p.Observe(context.Background(), "j"); err != nil || l.Holder == "" {
+		t.Fatalf("job j while its child stops: %+v, %v; want still held", l, err)
+	}
+	select {
+	case err := <-a.done:
+		t.Fatalf("the agent stopped within a second of its child's 2 s stop: %v", err)
+	default:
+	}
+}

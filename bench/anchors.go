@@ -100,7 +100,7 @@ func runAnchors(ctx context.Context, o *options, st *cluster.Stores, fo []failov
 		}
 		if got == nil {
 			rs := runFailover(ctx, &options{providers: name, runs: o.anchorRuns, slowRuns: o.slowRuns, tm: o.tm,
-				work: o.work, electd: o.electd}, st, logf) // no -crash-retry series here
+				work: o.work, electd: o.electd, settle: o.settle}, st, logf) // no -crash-retry series here
 			if len(rs) == 1 {
 				got = &rs[0]
 			}
@@ -116,7 +116,7 @@ func runAnchors(ctx context.Context, o *options, st *cluster.Stores, fo []failov
 			return
 		}
 		logf("anchors: %s on %s (%s), %d crash and %d handover runs", tool, store, tm, crashRuns, termRuns)
-		s := runSeries(ctx, k, filepath.Join(o.work, "anchor-"+k.name), crashRuns, termRuns, crashWithin, termWithin, logf)
+		s := runSeries(ctx, k, filepath.Join(o.work, "anchor-"+k.name), crashRuns, termRuns, crashWithin, termWithin, o.settle, logf)
 		out = append(out, anchorResult{tool: tool, store: store, tm: tm, how: how, s: s})
 	}
 	add("`etcdctl lock` (Debian etcd-client)", "etcd", fmt.Sprintf("session TTL %s (`--ttl %d`)", secs, int(secs/time.Second)),

@@ -170,7 +170,7 @@ type series struct {
 
 // runSeries measures crash runs, then graceful runs, on a fresh cluster of
 // three contenders. A failed run is noted and the cluster rebuilt.
-func runSeries(ctx context.Context, k kind, dir string, crashRuns, termRuns int, crashWithin, termWithin time.Duration, logf func(string, ...any)) series {
+func runSeries(ctx context.Context, k kind, dir string, crashRuns, termRuns int, crashWithin, termWithin, settle time.Duration, logf func(string, ...any)) series {
 	s := series{crashWant: crashRuns, termWant: termRuns}
 	var c *contenders
 	gen := 0
@@ -194,6 +194,14 @@ func runSeries(ctx context.Context, k kind, dir string, crashRuns, termRuns int,
 					logf("%s: %v", k.name, err)
 					return
 				}
+			}
+			// Each run starts on a quiet cluster: the contender started
+			// after the last run has come up and made its first attempts,
+			// as between the steps of a rolling restart.
+			select {
+			case <-time.After(settle):
+			case <-ctx.Done():
+				return
 			}
 			r, err := c.measure(ctx, crash, within)
 			if err != nil {

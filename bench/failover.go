@@ -71,7 +71,7 @@ func runFailover(ctx context.Context, o *options, st *cluster.Stores, logf func(
 		}
 		logf("failover: %s (%s), %d crash and %d handover runs", name, tm, crashRuns, o.runs)
 		r.s = runSeries(ctx, electdKind(o.electd, p, tm), filepath.Join(o.work, "failover-"+name), crashRuns, o.runs,
-			crashWithin(tm), tm.TTL+tm.Retry*3+10*time.Second, logf)
+			crashWithin(tm), tm.TTL+tm.Retry*3+10*time.Second, o.settle, logf)
 		for _, retry := range o.crashRetry {
 			if ctx.Err() != nil || retry == tm.Retry {
 				continue
@@ -80,7 +80,7 @@ func runFailover(ctx context.Context, o *options, st *cluster.Stores, logf func(
 			rtm.Retry = retry
 			logf("failover: %s (%s), %d crash runs", name, rtm, crashRuns)
 			s := runSeries(ctx, electdKind(o.electd, p, rtm), filepath.Join(o.work, fmt.Sprintf("failover-%s-retry-%s", name, retry)),
-				crashRuns, 0, crashWithin(rtm), 0, logf)
+				crashRuns, 0, crashWithin(rtm), 0, o.settle, logf)
 			r.retry = append(r.retry, crashSeries{rtm, s})
 		}
 		out = append(out, r)

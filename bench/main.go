@@ -51,6 +51,7 @@ type options struct {
 	electd, out, work string
 	keep              bool
 	shim              bool // electd-shim was copied beside electd
+	settle            time.Duration
 }
 
 func run(args []string) int {
@@ -65,6 +66,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.tm.Renew, "renew", 500*time.Millisecond, "failover suite: renew_every")
 	fs.DurationVar(&o.tm.Retry, "retry", 250*time.Millisecond, "failover suite: retry_every")
 	fs.DurationVar(&o.tm.Stop, "stop-timeout", 500*time.Millisecond, "failover suite: run.stop_timeout")
+	fs.DurationVar(&o.settle, "settle", 500*time.Millisecond, "failover and anchors suites: pause before each run, so that it starts on a quiet cluster")
 	crashRetry := fs.String("crash-retry", "1s", "failover suite: comma-separated retry_every values of extra crash-only series per provider (empty: none)")
 	fs.DurationVar(&o.azureTTL, "azure-ttl", 15*time.Second, "failover suite: ttl on azure_blob (Azure leases are 15-60 s)")
 	fs.StringVar(&o.scaleStores, "scale-stores", "sqlite,postgres,etcd", "stores of the scale suite (sqlite, postgres, etcd)")

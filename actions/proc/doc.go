@@ -20,7 +20,8 @@
 //
 // A shim takes about 1.5 ms to start before it can start its command, on
 // every handover. Spares keeps one started ahead: a spare shim waits, with
-// no command, until Start sends it one over a pipe, and Start refills it.
+// no command, until Start sends it one over a pipe; Start starts the next
+// one a moment later (refillAfter).
 // The agent keeps one when a job has a command; it is a child of the agent
 // like any shim, dies with it, and is discarded when the agent stops.
 //

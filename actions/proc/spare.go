@@ -22,8 +22,8 @@ import (
 // shim is: in a process group of its own, with the parent-death signal, so
 // it dies with the agent. It exits when Close discards it, and on any
 // signal that reaches it before it has a command (the agent's next command
-// then starts under a fresh shim). Start refills the spare after taking it.
-// A nil *Spares keeps none.
+// then starts under a fresh shim). Start refills the spare refillAfter after
+// taking it. A nil *Spares keeps none.
 type Spares struct {
 	path string
 
@@ -31,8 +31,14 @@ type Spares struct {
 	idle    *spare // ready to be taken; nil while there is none
 	filling bool   // a spare is being started
 	closed  bool
-	fills   sync.WaitGroup
+	running sync.WaitGroup // fills and discards under way
 }
+
+// refillAfter is how long after a spare is taken the next one starts: not
+// while the command it was taken for starts, since starting a shim takes
+// the CPU that the command's own start needs (on a handover, the old
+// agent's exit wants it too).
+const refillAfter = 50 * time.Millisecond
 
 // NewSpares keeps spares of the shim at path, once Fill is called.
 func NewSpares(path string) *Spares { return &Spares{path: path} }
@@ -58,9 +64,9 @@ func (s *Spares) Fill() {
 		return
 	}
 	s.filling = true
-	s.fills.Add(1)
+	s.running.Add(1)
 	go func() {
-		defer s.fills.Done()
+		defer s.running.Done()
 		sp, err := startSpare(s.path)
 		s.mu.Lock()
 		s.filling = false
@@ -76,7 +82,7 @@ func (s *Spares) Fill() {
 }
 
 // Close discards the spare and starts no other. It returns once no spare
-// is left running.
+// is left running, also when another Close is discarding it.
 func (s *Spares) Close() {
 	if s == nil {
 		return
@@ -85,15 +91,19 @@ func (s *Spares) Close() {
 	s.closed = true
 	sp := s.idle
 	s.idle = nil
+	if sp != nil {
+		s.running.Add(1)
+	}
 	s.mu.Unlock()
 	if sp != nil {
 		sp.discard()
+		s.running.Done()
 	}
-	s.fills.Wait()
+	s.running.Wait()
 }
 
-// take returns the ready spare, if any, for spec's shim; a new one is on
-// its way.
+// take returns the ready spare, if any, for spec's shim; the next one
+// starts refillAfter later.
 func (s *Spares) take(spec Spec) *spare {
 	if s == nil || spec.Shim != s.path {
 		return nil
@@ -102,7 +112,7 @@ func (s *Spares) take(spec Spec) *spare {
 	sp := s.idle
 	s.idle = nil
 	s.mu.Unlock()
-	s.Fill()
+	time.AfterFunc(refillAfter, s.Fill)
 	return sp
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +75,9 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		}
 		cli, err := p.client(ctx)
 		if err == nil {
+			for _, s := range distinct(secs, idx) {
+				p.refreshAhead(ctx, cli, s, since)
+			}
 			var states []state
 			if states, err = p.readMany(ctx, cli, keys); err == nil {
 				retry = p.acquireRead(ctx, cli, since, reqs, secs, idx, states, out, errs, fail)
@@ -97,13 +101,18 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 // the new terms, and returns the requests left to Acquire.
 func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since time.Time, reqs []providers.AcquireRequest, secs []int64, idx []int, states []state, out []providers.Lease, errs []error, fail func(int, error)) (retry []int) {
 	var terms []*newTerm
+	var refused []int
 	for n, i := range idx {
 		st := states[n]
 		if st.held && st.hold.Holder != reqs[i].Holder {
 			errs[i] = &providers.HeldError{Key: reqs[i].Key, Holder: st.hold.Holder, Token: st.hold.Token}
+			refused = append(refused, i)
 			continue
 		}
 		terms = append(terms, &newTerm{i: i, st: st, ttl: secs[i], token: st.rec.Token + 1})
+	}
+	for _, s := range distinct(secs, refused) {
+		p.ready(cli, s)
 	}
 	// Every new term goes on the session of its ttl: one keep-alive (or
 	// grant) per ttl, however many terms.
@@ -176,25 +185,27 @@ func (p *Provider) writeTerms(ctx context.Context, cli *clientv3.Client, reqs []
 	return resp.Succeeded, nil
 }
 
-// ReleaseMany releases many leases with a handful of requests: the keys are
-// read in transactions of up to 64 keys, and the releases of the leases
-// still held (holder and token as given) written in transactions of up to
-// 64 keys, each guarded by the ModRevisions read, as Release guards one:
-// the record keeps the token and takes the Value, the lease key is deleted.
-// Each lease gets the answer Release would give; one that fails is tried
-// again at the next RenewMany, as after Release. The keys of a transaction
-// that lost a race are released by Release itself, as are repeats of a key
-// in one batch.
+// ReleaseMany releases many leases with a handful of requests. The terms
+// this provider wrote as they stand are released without a read, in
+// transactions of up to 64 keys guarded by their records (releaseWritten).
+// The others' keys are read in transactions of up to 64 keys, and the
+// releases of the leases still held (holder and token as given) written in
+// transactions of up to 64 keys, each guarded by the ModRevisions read, as
+// Release guards one: the record keeps the token and takes the Value, the
+// lease key is deleted. Each lease gets the answer Release would give; one
+// that fails is tried again at the next RenewMany, as after Release. The
+// keys of a transaction that lost a race are released by Release itself,
+// as are repeats of a key in one batch.
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
 	errs := make([]error, len(leases))
 	fail := func(i int, err error) {
 		p.abandon(leases[i]) // refused ones are not kept
 		errs[i] = fmt.Errorf("etcd: release %q: %w", leases[i].Key, p.explain(err))
 	}
+	hs, written := p.written(leases)
 	var (
-		idx, single []int
-		keys        []string
-		seen        = make(map[string]bool, len(leases))
+		idx, single, fast []int
+		seen              = make(map[string]bool, len(leases))
 	)
 	for i, l := range leases {
 		if err := checkLease(l); err != nil {
@@ -202,23 +213,55 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			continue
 		}
 		p.forget(l.Key) // whatever the outcome, the next renewal reads the keys
-		if seen[l.Key] {
+		switch {
+		case seen[l.Key]:
 			single = append(single, i)
 			continue
+		case written[i]:
+			fast = append(fast, i)
+		default:
+			idx = append(idx, i)
 		}
 		seen[l.Key] = true
-		idx, keys = append(idx, i), append(keys, l.Key)
 	}
 	var retry []int
 	func() {
-		if len(idx) == 0 {
+		if len(idx)+len(fast) == 0 {
 			return
 		}
 		cli, err := p.client(ctx)
-		var states []state
-		if err == nil {
-			states, err = p.readMany(ctx, cli, keys)
+		if err != nil {
+			for _, i := range append(idx, fast...) {
+				fail(i, err)
+			}
+			return
 		}
+		for start := 0; start < len(fast); start += keysPerTxn {
+			chunk := fast[start:min(start+keysPerTxn, len(fast))]
+			ls, hc := make([]providers.Lease, len(chunk)), make([]held, len(chunk))
+			for n, i := range chunk {
+				ls[n], hc[n] = leases[i], hs[i]
+			}
+			ok, err := p.releaseWritten(ctx, cli, ls, hc)
+			for _, i := range chunk {
+				switch {
+				case ok:
+					errs[i] = nil
+				case err != nil && !errors.Is(err, rpctypes.ErrTooManyOps):
+					fail(i, err)
+				default:
+					idx = append(idx, i) // a record changed: read them
+				}
+			}
+		}
+		if len(idx) == 0 {
+			return
+		}
+		keys := make([]string, len(idx))
+		for n, i := range idx {
+			keys[n] = leases[i].Key
+		}
+		states, err := p.readMany(ctx, cli, keys)
 		if err != nil {
 			for _, i := range idx {
 				fail(i, err)
@@ -276,6 +319,17 @@ func checkAcquire(r providers.AcquireRequest) (int64, error) {
 		return 0, err
 	}
 	return leaseSeconds(r.TTL)
+}
+
+// distinct returns the values of secs at idx, each once.
+func distinct(secs []int64, idx []int) []int64 {
+	var out []int64
+	for _, i := range idx {
+		if !slices.Contains(out, secs[i]) {
+			out = append(out, secs[i])
+		}
+	}
+	return out
 }
 
 // forEach calls fn with each of idx, singleWorkers at a time.

@@ -38,13 +38,17 @@ type Provider struct {
 	closed bool
 
 	refreshing chan struct{}              // a token held by session's refresh or grant (session.go)
-	smu        sync.Mutex                 // guards sessions and abandoned, never over a request (session.go)
+	smu        sync.Mutex                 // guards sessions, readying, keeping, abandoned; never held over a request (session.go)
 	sessions   map[int64]session          // by granted ttl in seconds
+	readying   map[int64]bool             // a session being made ready for a candidate
+	keeping    bool                       // keepIdle runs
 	abandoned  map[string]providers.Lease // by key
 	sweeping   bool                       // a sweep runs
+	done       chan struct{}              // closed by Close: keepIdle ends
 
-	hmu  sync.Mutex
-	held map[string]held // the terms this provider wrote, by key (held.go)
+	hmu   sync.Mutex
+	held  map[string]held          // the terms this provider wrote, by key (held.go)
+	terms map[clientv3.LeaseID]int // how many of held are on each session
 }
 
 // New returns a provider on the cluster described by s. It does no I/O: the
@@ -76,6 +80,7 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 		prefix:     s.Prefix,
 		refreshing: make(chan struct{}, 1),
 		log:        log.Named("etcd").With("endpoints", strings.Join(s.Endpoints, ",")),
+		done:       make(chan struct{}),
 	}, nil
 }
 
@@ -109,6 +114,9 @@ func (p *Provider) client(ctx context.Context) (*clientv3.Client, error) {
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	if p.cli == nil {
 		return nil

@@ -26,19 +26,41 @@ func (p *Provider) remember(l providers.Lease, secs int64, id clientv3.LeaseID) 
 	defer p.hmu.Unlock()
 	if p.held == nil {
 		p.held = make(map[string]held)
+		p.terms = make(map[clientv3.LeaseID]int)
 	}
-	lk := p.held[l.Key].leaseKey
-	if lk == "" {
+	was, ok := p.held[l.Key]
+	lk := was.leaseKey
+	if ok {
+		p.untrack(was.id)
+	} else {
 		lk = p.leaseKey(l.Key)
 	}
 	p.held[l.Key] = held{leaseKey: lk, token: l.Token, value: l.Value, secs: secs, id: id}
+	p.terms[id]++
 }
 
 // forget drops key's term: released, lost, or about to be.
 func (p *Provider) forget(key string) {
 	p.hmu.Lock()
 	defer p.hmu.Unlock()
-	delete(p.held, key)
+	if h, ok := p.held[key]; ok {
+		delete(p.held, key)
+		p.untrack(h.id)
+	}
+}
+
+// untrack counts one term less on session id; hmu is held.
+func (p *Provider) untrack(id clientv3.LeaseID) {
+	if p.terms[id]--; p.terms[id] <= 0 {
+		delete(p.terms, id)
+	}
+}
+
+// carriesTerm reports whether a term this provider holds is on session id.
+func (p *Provider) carriesTerm(id clientv3.LeaseID) bool {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	return p.terms[id] > 0
 }
 
 // renewAttached renews, without reading a key, the leases of idx whose term
@@ -131,4 +153,42 @@ func (b *batch) renewAttached(ctx context.Context, cli *clientv3.Client, idx []i
 		}
 	}
 	return rest
+}
+
+// written returns, for each lease, what this provider last wrote for its
+// term, when that is the term given (same key and token).
+func (p *Provider) written(leases []providers.Lease) (hs []held, ok []bool) {
+	hs, ok = make([]held, len(leases)), make([]bool, len(leases))
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	for i, l := range leases {
+		h, found := p.held[l.Key]
+		if found && h.token == l.Token {
+			hs[i], ok[i] = h, true
+		}
+	}
+	return hs, ok
+}
+
+// releaseWritten releases, with one transaction and no read, leases whose
+// terms this provider wrote (hs, from written): each record must still be
+// the one it wrote, byte for byte. The record names holder and token, and
+// it changes whenever the lease key does (every write puts both), so while
+// it stands the lease key is this term's or gone (expired), and deleting
+// it is the release. ok is false when any record changed: nothing was
+// written, and the caller releases them by reading, as Release does.
+func (p *Provider) releaseWritten(ctx context.Context, cli *clientv3.Client, leases []providers.Lease, hs []held) (ok bool, err error) {
+	cmps := make([]clientv3.Cmp, 0, len(leases))
+	ops := make([]clientv3.Op, 0, 2*len(leases))
+	for n, l := range leases {
+		rk := p.recordKey(l.Key)
+		was := encode(record{Holder: l.Holder, Token: l.Token, Value: hs[n].value})
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(rk), "=", was))
+		ops = append(ops, clientv3.OpPut(rk, encode(record{Token: l.Token, Value: l.Value})), clientv3.OpDelete(hs[n].leaseKey))
+	}
+	resp, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }

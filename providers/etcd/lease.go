@@ -45,12 +45,14 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		return providers.Lease{}, err
 	}
 	since := time.Now()
+	p.refreshAhead(ctx, cli, secs, since)
 	for range attempts {
 		st, err := p.read(ctx, cli, key)
 		if err != nil {
 			return providers.Lease{}, err
 		}
 		if st.held && st.hold.Holder != holder {
+			p.ready(cli, secs)
 			left, alive, err := p.timeLeft(ctx, cli, st.leaseID)
 			if err != nil {
 				return providers.Lease{}, err
@@ -214,7 +216,14 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 		return err
 	}
 	key := lease.Key
+	hs, written := p.written([]providers.Lease{lease})
 	p.forget(key) // whatever the outcome, the next renewal reads the keys
+	if written[0] {
+		ok, err := p.releaseWritten(ctx, cli, []providers.Lease{lease}, hs)
+		if ok || (err != nil && !errors.Is(err, rpctypes.ErrTooManyOps)) {
+			return err
+		}
+	}
 	for range attempts {
 		st, err := p.read(ctx, cli, key)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -73,8 +74,109 @@ func (p *Provider) session(ctx context.Context, cli *clientv3.Client, secs int64
 		p.sessions = make(map[int64]session)
 	}
 	p.sessions[secs] = s
+	if !p.keeping {
+		p.keeping = true
+		go p.keepIdle(cli)
+	}
 	p.smu.Unlock()
 	return s, nil
+}
+
+// refreshAhead starts refreshing the session of secs, when there is one
+// etcd should still know, beside the caller's read of the keys it means to
+// take: the caller's own session call then finds it refreshed since its
+// start, or waits for the refresh under way (smu), instead of sending it
+// after the read. On a handover that is a round trip less.
+func (p *Provider) refreshAhead(ctx context.Context, cli *clientv3.Client, secs int64, since time.Time) {
+	p.smu.Lock()
+	s, ok := p.sessions[secs]
+	p.smu.Unlock()
+	if !ok || !s.sent.Before(since) || !time.Now().Before(s.expires()) {
+		return
+	}
+	go func() { _, _ = p.session(ctx, cli, secs, since) }() // errors: the caller's session call meets them
+}
+
+// ready gets a session of secs seconds, in the background, for a candidate
+// that was refused, unless there is one: when the key comes free, the
+// candidate's Acquire refreshes it beside its read (refreshAhead) instead
+// of granting one after the read, which is a write to etcd's log and a
+// round trip more on every handover. keepIdle keeps it alive meanwhile.
+func (p *Provider) ready(cli *clientv3.Client, secs int64) {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	if s, ok := p.sessions[secs]; (ok && time.Now().Before(s.expires())) || p.readying[secs] {
+		return
+	}
+	if p.readying == nil {
+		p.readying = make(map[int64]bool)
+	}
+	p.readying[secs] = true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
+		defer cancel()
+		if _, err := p.session(ctx, cli, secs, time.Now()); err != nil {
+			p.log.Debug("making a session ready for a candidate failed; its Acquire will grant one", "ttl_seconds", secs, "error", err)
+		}
+		p.smu.Lock()
+		delete(p.readying, secs)
+		p.smu.Unlock()
+	}()
+}
+
+// keepEvery is how often keepIdle looks for sessions to refresh: well
+// within a third of etcd's shortest lease (2 s at its defaults).
+const keepEvery = 500 * time.Millisecond
+
+// keepIdle refreshes, every third of their ttl, the sessions that carry no
+// term of this provider: a candidate's (ready), or one whose terms ended.
+// A session with a term on it is refreshed only as its terms are renewed
+// (RenewMany), so a term that is not renewed ends at its ttl; and none is
+// refreshed while a term whose release failed may still be on one
+// (abandoned), until the sweep has released it. It runs until Close.
+func (p *Provider) keepIdle(cli *clientv3.Client) {
+	t := time.NewTicker(keepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+		ids := p.idleDue()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
+		if _, err := p.keepAlive(ctx, cli, ids); err != nil {
+			p.log.Debug("keeping an idle session alive failed", "error", err)
+		}
+		cancel()
+	}
+}
+
+// idleDue returns the sessions keepIdle should refresh now.
+func (p *Provider) idleDue() []clientv3.LeaseID {
+	p.smu.Lock()
+	if len(p.abandoned) > 0 {
+		p.smu.Unlock()
+		p.startSweep()
+		return nil
+	}
+	var ids []clientv3.LeaseID
+	for _, s := range p.sessions {
+		if time.Since(s.sent) >= time.Duration(s.ttl)*time.Second/3 {
+			ids = append(ids, s.id)
+		}
+	}
+	p.smu.Unlock()
+	idle := ids[:0]
+	for _, id := range ids {
+		if !p.carriesTerm(id) {
+			idle = append(idle, id)
+		}
+	}
+	return idle
 }
 
 // kept records etcd's answer to a keep-alive of lease id, sent by
@@ -171,16 +273,24 @@ func (p *Provider) sweep(ctx context.Context) {
 	}
 }
 
-// revokeSessions ends every session at Close, so that no key of this
-// process outlives it (a clean stop has released them all already).
+// revokeSessions ends at Close every session that may still carry a key of
+// this process (a term it holds, or one whose release failed), so that no
+// such key outlives it. A clean stop has released them all already; the
+// sessions that carry nothing are left to expire within their ttl rather
+// than revoked, each a write to etcd's log just as the next leader writes
+// its Acquire of a job this agent released.
 func (p *Provider) revokeSessions(cli *clientv3.Client) {
 	p.smu.Lock()
+	all := len(p.abandoned) > 0
 	ids := make([]clientv3.LeaseID, 0, len(p.sessions))
 	for _, s := range p.sessions {
 		ids = append(ids, s.id)
 	}
 	p.sessions = nil
 	p.smu.Unlock()
+	if !all {
+		ids = slices.DeleteFunc(ids, func(id clientv3.LeaseID) bool { return !p.carriesTerm(id) })
+	}
 	if len(ids) == 0 {
 		return
 	}

@@ -57,39 +57,19 @@ func TestSessionShared(t *testing.T) {
 func TestAbandonedReleaseSwept(t *testing.T) {
 	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
-	stuck, err := p.Acquire(ctx, "stuck", "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kept, err := p.Acquire(ctx, "kept", "a", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := p.Release(done, stuck); err == nil || errors.Is(err, providers.ErrLost) {
-		t.Fatalf("Release with a cancelled ctx: %v, want a store error", err)
-	}
+	stuck := abandonStuck(t, p)
 	if _, err := other.Acquire(ctx, "stuck", "b", time.Minute); !errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("Acquire after the failed Release: %v, want held (the key is still on a's session)", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitSwept(t, other, stuck, 30*time.Second, func() {
 		if _, errs := p.RenewMany(ctx, []providers.Lease{kept}); errs[0] != nil {
 			t.Fatal(errs[0])
 		}
-		l, err := other.Acquire(ctx, "stuck", "b", time.Minute)
-		if err == nil {
-			if l.Token != stuck.Token+1 {
-				t.Fatalf("b's term after the sweep: token %d, want %d", l.Token, stuck.Token+1)
-			}
-			break
-		}
-		if !errors.Is(err, providers.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("the abandoned term was not released after RenewMany: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
 	// The sweep released only the abandoned term.
 	if o, err := other.Observe(ctx, "kept"); err != nil || o.Holder != "a" || o.Token != kept.Token {
 		t.Fatalf("kept after the sweep: %+v, %v; want a's term %d", o, err, kept.Token)
@@ -155,4 +135,163 @@ func pairOnOwnEtcd(t *testing.T) (*Provider, *Provider) {
 	endpoint, _ := teststore.StartEtcd(t)
 	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 	return open(t, s), open(t, s)
+}
+
+// TestCandidateSessionReady: a candidate that was refused gets a session in
+// the background and keeps it alive while it waits, with no term on it, so
+// that when the key comes free its Acquire grants nothing (a write to
+// etcd's log, after the read). Once a term is on the session it is no
+// longer kept for it: a term that is not renewed ends at its ttl.
+func TestCandidateSessionReady(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	holder, cand := open(t, s), open(t, s)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	l, err := holder.Acquire(ctx, "job", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cand.Acquire(ctx, "job", "b", ttl); !errors.Is(err, providers.ErrHeld) {
+		t.Fatalf("candidate's first Acquire: %v, want held", err)
+	}
+	time.Sleep(3 * ttl) // the session made ready must outlive its ttl
+	if err := holder.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, endpoint)
+	if _, err := cand.Acquire(ctx, "job", "b", ttl); err != nil {
+		t.Fatal(err)
+	}
+	if d := scrape(t, endpoint).sub(before); d.started["LeaseGrant"] != 0 || d.msgs["LeaseKeepAlive"] != 1 {
+		t.Errorf("the candidate's Acquire sent %s; want one keep-alive and no grant: its session was ready", d)
+	}
+	deadline := time.Now().Add(ttl + 5*time.Second) // etcd expires leases in a pass every 500 ms
+	for stateOf(t, cand, "job").held {
+		if time.Now().After(deadline) {
+			t.Fatal("a term that was not renewed outlived its ttl by 5 s: its session is still kept alive")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAbandonedSweptWhileIdle: the release of a provider's only term fails;
+// with no renewal to start a sweep, the keeper of idle sessions starts it,
+// and does not keep the session (with the key on it) alive meanwhile.
+func TestAbandonedSweptWhileIdle(t *testing.T) {
+	p, other := pairOnOwnEtcd(t)
+	stuck := abandonStuck(t, p)
+	waitSwept(t, other, stuck, 20*time.Second, func() {}) // well within the minute's ttl
+}
+
+// abandonStuck acquires "stuck" for a minute on p and releases it with a
+// cancelled ctx: the release fails, and the key stays on p's session.
+func abandonStuck(t *testing.T, p *Provider) providers.Lease {
+	t.Helper()
+	ctx := context.Background()
+	stuck, err := p.Acquire(ctx, "stuck", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.Release(done, stuck); err == nil || errors.Is(err, providers.ErrLost) {
+		t.Fatalf("Release with a cancelled ctx: %v, want a store error", err)
+	}
+	return stuck
+}
+
+// waitSwept calls each, then tries to take "stuck" on other, until it can,
+// with the token after stuck's: the abandoned term was released.
+func waitSwept(t *testing.T, other *Provider, stuck providers.Lease, within time.Duration, each func()) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		each()
+		l, err := other.Acquire(context.Background(), "stuck", "b", time.Minute)
+		if err == nil {
+			if l.Token != stuck.Token+1 {
+				t.Fatalf("b's term after the sweep: token %d, want %d", l.Token, stuck.Token+1)
+			}
+			return
+		}
+		if !errors.Is(err, providers.ErrHeld) || time.Now().After(deadline) {
+			t.Fatalf("the abandoned term was not released within %s: %v", within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReleaseWithoutRead: releasing a term this provider wrote is one
+// transaction, guarded by the record as it wrote it. When the record is not
+// byte for byte what it wrote (here rewritten by hand with the same holder
+// and token), Release reads both keys and decides as before.
+func TestReleaseWithoutRead(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	p, other := open(t, s), open(t, s)
+	ctx := context.Background()
+	for _, rewrite := range []bool{false, true} {
+		l, err := p.Acquire(ctx, "job", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if rewrite {
+			cli, err := p.client(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Put(ctx, p.recordKey("job"), fmt.Sprintf(`{"token":%d,"holder":"a","value":""}`, l.Token)); err != nil {
+				t.Fatal(err)
+			}
+			want = 3 // the guarded release, the read, the release after it
+		}
+		l.Value = fmt.Sprint("rewritten ", rewrite)
+		before := scrape(t, endpoint)
+		if err := p.Release(ctx, l); err != nil {
+			t.Fatalf("rewritten %v: Release: %v", rewrite, err)
+		}
+		if d := scrape(t, endpoint).sub(before); d.started["Txn"] != want {
+			t.Errorf("rewritten %v: Release sent %s, want %d transactions", rewrite, d, want)
+		}
+		o, err := other.Observe(ctx, "job")
+		if err != nil || o.Holder != "" || o.Token != l.Token || o.Value != l.Value {
+			t.Fatalf("rewritten %v: after Release: %+v, %v; want free, token %d, value %q", rewrite, o, err, l.Token, l.Value)
+		}
+	}
+}
+
+// TestCloseRevokesOnlySessionsWithKeys: Close revokes the session that
+// still carries a term (the term is free at once) and leaves the one whose
+// terms were all released to expire by itself: a revoke is a write to
+// etcd's log, made just as the next leader acquires what was released.
+func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	p, other := open(t, s), open(t, s)
+	ctx := context.Background()
+	if _, err := p.Acquire(ctx, "kept", "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	done, err := p.Acquire(ctx, "done", "a", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, endpoint)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := scrape(t, endpoint).sub(before); d.started["LeaseRevoke"] != 1 {
+		t.Errorf("Close sent %s; want one LeaseRevoke, of the session that carries a term", d)
+	}
+	if _, err := other.Acquire(ctx, "kept", "b", time.Minute); err != nil {
+		t.Fatalf("Acquire right after the holder's Close: %v, want free", err)
+	}
 }
