@@ -6,8 +6,9 @@
 // Safety comes first. A leader that sent a successful Acquire or Renew at
 // monotonic time t treats its term as valid until t + ttl*0.99, and begins
 // stepping down (stop_signal, then SIGKILL after stop_timeout) early enough
-// that its work is dead before then, even when the store cannot be reached.
-// A "lost" answer steps down at once. Time reaches the loop through Clock so
+// that its work is dead before then, even when the store cannot be reached
+// or answers late: that moment is a timer of the loop's own, never the
+// arrival of an answer. A "lost" answer steps down at once. Time reaches the loop through Clock so
 // these rules are tested without sleeping.
 //
 // Scale comes from the loop (loop.go): the jobs of one store are small

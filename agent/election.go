@@ -147,29 +147,6 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 	}
 }
 
-// observe learns the current leader without competing (during a hold-off).
-func (j *job) observe() {
-	j.phase = asking
-	j.l.observe(j.spec.Name, j.spec.RetryEvery+j.spec.TTL/2, func(l providers.Lease, err error) {
-		j.phase = candidate
-		if j.ending != nil {
-			j.finish()
-			return
-		}
-		j.opDone(err)
-		if err == nil {
-			j.follow(l.Holder, l.Token)
-		}
-		every := j.spec.RetryEvery
-		if !j.eligible {
-			// It will never compete here: look less often, but often
-			// enough for the health rule (a lease operation per ttl).
-			every = max(every, j.spec.TTL/2)
-		}
-		j.wait(jitter(every))
-	})
-}
-
 // lead starts a term: on_elected, then the work once its execs are done;
 // renewals meanwhile.
 func (j *job) lead(lease providers.Lease, sent time.Time) {
@@ -306,18 +283,6 @@ func (j *job) onWork(w *leaderWork, step func() error) {
 	if err := step(); err != nil {
 		j.stepDown(err)
 	}
-}
-
-// requestStepDown is the API's step-down: release and hold off for one ttl.
-func (j *job) requestStepDown() error {
-	switch {
-	case j.spec.Mode == config.ModeLock:
-		return fmt.Errorf("job %q takes its lock per task run; there is no leadership to hand over", j.spec.Name)
-	case j.phase != leading:
-		return fmt.Errorf("this node does not lead job %q", j.spec.Name)
-	}
-	j.stepDown(ErrStepDownRequested)
-	return nil
 }
 
 // stepDown ends the term: the work stops (stop signal, stop_timeout,

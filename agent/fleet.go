@@ -533,3 +533,38 @@ func (m *members) rebalance() {
 		m.moveTimer = l.after(movePause, func() { m.moveTimer = nil; m.rebalance() })
 	}
 }
+
+// observe learns the current leader without competing (during a hold-off).
+func (j *job) observe() {
+	j.phase = asking
+	j.l.observe(j.spec.Name, j.spec.RetryEvery+j.spec.TTL/2, func(l providers.Lease, err error) {
+		j.phase = candidate
+		if j.ending != nil {
+			j.finish()
+			return
+		}
+		j.opDone(err)
+		if err == nil {
+			j.follow(l.Holder, l.Token)
+		}
+		every := j.spec.RetryEvery
+		if !j.eligible {
+			// It will never compete here: look less often, but often
+			// enough for the health rule (a lease operation per ttl).
+			every = max(every, j.spec.TTL/2)
+		}
+		j.wait(jitter(every))
+	})
+}
+
+// requestStepDown is the API's step-down: release and hold off for one ttl.
+func (j *job) requestStepDown() error {
+	switch {
+	case j.spec.Mode == config.ModeLock:
+		return fmt.Errorf("job %q takes its lock per task run; there is no leadership to hand over", j.spec.Name)
+	case j.phase != leading:
+		return fmt.Errorf("this node does not lead job %q", j.spec.Name)
+	}
+	j.stepDown(ErrStepDownRequested)
+	return nil
+}
