@@ -46,6 +46,10 @@ const (
 	faultStopAfterStart = "stop-after-start" // SIGTERM of a new leader as soon as its child reports
 )
 
+// steadyKinds are the faults that assert that the leader's child runs on,
+// alone, through them.
+var steadyKinds = map[string]bool{faultHUP: true, faultBadReload: true}
+
 // agentKinds are the faults about the agent and its children rather than
 // the store. The short form spreads them over the stores it runs, each
 // once in all (each takes up to 6 s); the long form draws them on every
@@ -163,12 +167,22 @@ func runStore(t *testing.T, name string) *report {
 			}
 		}
 	}
+	var prev time.Time // when the last fault began
 	for i, kind := range plan {
-		lead, err := c.leader(30*time.Second, 300*time.Millisecond)
+		settle := 300 * time.Millisecond
+		if steadyKinds[kind] {
+			// The fault before may still end the leader's term: a renewal
+			// that failed during it steps the leader down less than ttl
+			// after it began. A kind that asserts that nothing changes
+			// starts only after that (and retry_every of slack).
+			settle = max(settle, ttl+retryEvery-time.Since(prev))
+		}
+		lead, err := c.leader(30*time.Second, settle)
 		if err != nil {
 			c.failf("before fault %d (%s): %v", i+1, kind, err)
 			break
 		}
+		prev = time.Now()
 		f, err := c.inject(kind, lead, rng)
 		if err != nil {
 			c.failf("fault %d (%s): %v", i+1, kind, err)
