@@ -85,8 +85,8 @@ func (p *Provider) session(ctx context.Context, cli *clientv3.Client, secs int64
 // refreshAhead starts refreshing the session of secs, when there is one
 // etcd should still know, beside the caller's read of the keys it means to
 // take: the caller's own session call then finds it refreshed since its
-// start, or waits for the refresh under way (smu), instead of sending it
-// after the read. On a handover that is a round trip less.
+// start, or waits for the refresh under way (refreshing), instead of
+// sending it after the read. On a handover that is a round trip less.
 func (p *Provider) refreshAhead(ctx context.Context, cli *clientv3.Client, secs int64, since time.Time) {
 	p.smu.Lock()
 	s, ok := p.sessions[secs]
