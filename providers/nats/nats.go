@@ -265,7 +265,7 @@ func (p *Provider) store(ctx context.Context) (jetstream.KeyValue, error) {
 	if p.kv != nil {
 		return p.kv, nil
 	}
-	kv, err := p.js.KeyValue(ctx, p.bucket)
+	kv, err := answered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return p.js.KeyValue(ctx, p.bucket) })
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = p.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      p.bucket,
@@ -274,8 +274,12 @@ func (p *Provider) store(ctx context.Context) (jetstream.KeyValue, error) {
 			Storage:     jetstream.FileStorage,
 			Replicas:    p.replicas,
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) { // another agent was first
-			kv, err = p.js.KeyValue(ctx, p.bucket)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, errSubjectsOverlap) {
+			// Another agent was first. A create that races
+			// another's is refused as a subject overlap, not as a
+			// name in use: it is that agent's bucket if one
+			// appears under the name.
+			kv, err = p.createdByAnother(ctx, err)
 		} else if err == nil {
 			p.log.Info("created the lease bucket", "bucket", p.bucket, "replicas", p.replicas)
 		}
@@ -283,9 +287,20 @@ func (p *Provider) store(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bucket %q: %w", p.bucket, p.explain(err))
 	}
-	st, err := kv.Status(ctx)
+	st, err := answered(ctx, kv.Status)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %q: %w", p.bucket, err)
+	}
+	// A bucket created a moment ago may leave its first reads
+	// unanswered (below): one read answered before any caller reads.
+	if _, err := answered(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		e, err := kv.Get(ctx, clockKey)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			err = nil
+		}
+		return e, err
+	}); err != nil {
+		return nil, fmt.Errorf("bucket %q: %w", p.bucket, p.explain(err))
 	}
 	if st.TTL() > 0 {
 		// A record that vanishes takes its fencing token with it: the
@@ -304,6 +319,47 @@ func (p *Provider) notConnected() error {
 		return fmt.Errorf("not connected to NATS (%s): %w", strings.ToLower(p.nc.Status().String()), err)
 	}
 	return fmt.Errorf("not connected to NATS (%s)", strings.ToLower(p.nc.Status().String()))
+}
+
+// errSubjectsOverlap is JetStream's refusal of a stream whose subjects
+// another stream has: also its answer to a create that races another
+// create of the same stream.
+var errSubjectsOverlap = &jetstream.APIError{ErrorCode: 10065}
+
+// createdByAnother returns the bucket another agent created while this one
+// tried to, or createErr when none appears under the name within a second
+// (a stream of another name holds the subjects).
+func (p *Provider) createdByAnother(ctx context.Context, createErr error) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		kv, err := answered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return p.js.KeyValue(ctx, p.bucket) })
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return kv, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, createErr
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// answered runs a read that nats-server may leave unanswered while the
+// bucket's stream is being created (2.9 drops a lookup or a Get that races
+// another client's create of the stream: it hangs until its context ends,
+// and the same read again is answered at once). Each try has a deadline of
+// its own, from 100 ms and doubling, so that a slow server is still waited
+// for, until one answers or ctx ends.
+func answered[T any](ctx context.Context, read func(context.Context) (T, error)) (T, error) {
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		try, cancel := context.WithTimeout(ctx, wait)
+		v, err := read(try)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return v, err
+		}
+	}
 }
 
 // explain wraps err with what it means for an operator, where the client's
