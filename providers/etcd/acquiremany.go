@@ -78,9 +78,17 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			for _, s := range distinct(secs, idx) {
 				p.refreshAhead(ctx, cli, s, since)
 			}
+			// Keys the watch saw released are written without a read.
+			var fidx []int
+			var fstates []state
+			idx, keys, fidx, fstates = p.takeFreed(reqs, idx, keys)
+			retry = p.acquireFreed(ctx, cli, since, reqs, secs, fidx, fstates, out, fail)
+			if len(idx) == 0 {
+				return
+			}
 			var states []state
 			if states, err = p.readMany(ctx, cli, keys); err == nil {
-				retry = p.acquireRead(ctx, cli, since, reqs, secs, idx, states, out, errs, fail)
+				retry = append(retry, p.acquireRead(ctx, cli, since, reqs, secs, idx, states, out, errs, fail)...)
 				return
 			}
 		}
@@ -131,11 +139,31 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since 
 		t.id, t.ttl, t.at = sess.id, sess.ttl, sess.at
 		placed = append(placed, t)
 	}
+	return p.writePlaced(ctx, cli, reqs, secs, placed, out, fail, nil)
+}
+
+// writePlaced writes the placed terms, in transactions of up to 64 keys,
+// and returns the requests left to Acquire. confirm, when given, is asked
+// about each term written before it is answered: nil keeps it (t.ttl and
+// t.at set), errRetry leaves the request to Acquire, another error fails
+// it and abandons the term.
+func (p *Provider) writePlaced(ctx context.Context, cli *clientv3.Client, reqs []providers.AcquireRequest, secs []int64, placed []*newTerm, out []providers.Lease, fail func(int, error), confirm func(*newTerm) error) (retry []int) {
 	for start := 0; start < len(placed); start += keysPerTxn {
 		chunk := placed[start:min(start+keysPerTxn, len(placed))]
 		ok, err := p.writeTerms(ctx, cli, reqs, secs, chunk)
 		for _, t := range chunk {
 			r := reqs[t.i]
+			abandoned := providers.Lease{Key: r.Key, Holder: r.Holder, Token: t.token, Value: t.st.rec.Value}
+			if ok && confirm != nil {
+				if cerr := confirm(t); errors.Is(cerr, errRetry) {
+					retry = append(retry, t.i)
+					continue
+				} else if cerr != nil {
+					p.abandon(abandoned)
+					fail(t.i, cerr)
+					continue
+				}
+			}
 			switch {
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
 				// The session expired since its keep-alive: nothing was
@@ -145,7 +173,7 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since 
 			case err != nil && !errors.Is(err, rpctypes.ErrTooManyOps):
 				// The outcome is unknown: if the write landed, the key must
 				// not stay on the session (the caller is told no).
-				p.abandon(providers.Lease{Key: r.Key, Holder: r.Holder, Token: t.token, Value: t.st.rec.Value})
+				p.abandon(abandoned)
 				fail(t.i, err)
 			case ok:
 				out[t.i] = providers.Lease{

@@ -46,6 +46,9 @@ type Provider struct {
 	sweeping   bool                       // a sweep runs
 	done       chan struct{}              // closed by Close: keepIdle ends
 
+	fmu   sync.Mutex
+	freed map[string]freedKey // job keys the Notify watch saw released (freed.go)
+
 	hmu   sync.Mutex
 	held  map[string]held          // the terms this provider wrote, by key (held.go)
 	terms map[clientv3.LeaseID]int // how many of held are on each session

@@ -76,12 +76,14 @@ func (p *Provider) notify(ctx context.Context, cli *clientv3.Client, from int64,
 			if resp.Header.Revision >= from {
 				from = resp.Header.Revision + 1
 			}
+			p.sawEvents(resp.Events)
 			for _, ev := range resp.Events {
 				if key, ok := p.jobKey(string(ev.Kv.Key)); ok {
 					call(key)
 				}
 			}
 		}
+		p.forgetFreed()
 		if ctx.Err() != nil || p.isClosed() {
 			return
 		}

@@ -46,7 +46,8 @@ func (r HandoverResult) String() string {
 
 // Handover measures graceful handovers as the agent sees them: a holds the
 // lease; b, refused once, waits — on Notify when b is a providers.Notifier
-// (found with providers.As), else polling Acquire every Poll — while a
+// (found with providers.As), else polling Acquire (AcquireMany when b is a
+// providers.BatchAcquirer, as the agent's) every Poll — while a
 // releases; the time runs from the start of Release until b holds the
 // lease, whose token must be a's + 1.
 func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) HandoverResult {
@@ -75,6 +76,15 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 			}
 		}); err != nil {
 			t.Fatalf("Notify: %v", err)
+		}
+	}
+	// The candidate acquires as the agent does: with AcquireMany where
+	// the store batches.
+	acquire := b.Acquire
+	if m, ok := providers.As[providers.BatchAcquirer](b); ok {
+		acquire = func(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+			ls, errs := m.AcquireMany(ctx, []providers.AcquireRequest{{Key: key, Holder: holder, TTL: ttl}})
+			return ls[0], errs[0]
 		}
 	}
 	var res HandoverResult
@@ -107,7 +117,7 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 						return
 					}
 				}
-				l, err := b.Acquire(ctx, "handover", "b", o.TTL)
+				l, err := acquire(ctx, "handover", "b", o.TTL)
 				if err == nil {
 					got <- l
 					return
