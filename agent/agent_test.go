@@ -51,7 +51,7 @@ func TestHookOrderAndShutdown(t *testing.T) {
 job "ordered" {
 %s
   run {
-    command      = ["sh", "-c", "echo \"run-start $ELECTD_TOKEN $ELECTD_EVENT ${event.node}\" >> %[2]s; trap 'echo run-stop >> %[2]s; exit 0' TERM; while :; do sleep 0.05; done"]
+    command      = ["sh", "-c", "trap 'echo run-stop >> %[2]s; exit 0' TERM; echo \"run-start $ELECTD_TOKEN $ELECTD_EVENT ${event.node}\" >> %[2]s; while :; do sleep 0.05; done"]
     stop_timeout = "1s"
   }
   on_elected {

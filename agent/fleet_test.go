@@ -355,7 +355,7 @@ func TestMembershipLeftAsStopBegins(t *testing.T) {
   renew_every = "500ms"
   retry_every = "300ms"
   run {
-    command      = ["sh", "-c", "trap 'touch %s/stopping; sleep 2; exit 0' TERM; while :; do sleep 0.05; done"]
+    command      = ["sh", "-c", "trap 'touch %[1]s/stopping; sleep 2; exit 0' TERM; touch %[1]s/running; while :; do sleep 0.05; done"]
     stop_timeout = "5s"
   }
 }
@@ -373,8 +373,9 @@ func TestMembershipLeftAsStopBegins(t *testing.T) {
 		return l.Holder
 	}
 	a := startAgent(t, cfg, quiet)
-	eventually(t, 10*time.Second, "the job leads and the agent holds a membership slot", func() bool {
-		return a.job("j").state == StateLeader && member() != ""
+	eventually(t, 10*time.Second, "the job leads, its child has its trap set, and the agent holds a membership slot", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "running"))
+		return a.job("j").state == StateLeader && err == nil && member() != ""
 	})
 	a.cancel()
 	eventually(t, 5*time.Second, "the child's stop began", func() bool {

@@ -34,8 +34,8 @@ import (
 // SIGTERM; then it exits with CODE (0 after SIGTERM). The lines are
 // cluster.ChildLog's.
 const lockScript = `log="$1" hold="$2" code="$3"
-echo "start ${ELECTD_TOKEN:-none} $$ ${ELECTD_NODE:-none} $(date +%s%N)" >> "$log"
 trap 'echo "stop ${ELECTD_TOKEN:-none} $$ ${ELECTD_NODE:-none} $(date +%s%N)" >> "$log"; exit 0' TERM
+echo "start ${ELECTD_TOKEN:-none} $$ ${ELECTD_NODE:-none} $(date +%s%N)" >> "$log"
 end=$(( $(date +%s%N) + hold ))
 while [ "$(date +%s%N)" -lt "$end" ]; do sleep 0.02; done
 echo "stop ${ELECTD_TOKEN:-none} $$ ${ELECTD_NODE:-none} $(date +%s%N)" >> "$log"

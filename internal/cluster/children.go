@@ -15,13 +15,14 @@ import (
 // ChildScript is the supervised command of every test cluster, electd's or
 // an anchor's: `sh child.sh LOG` appends "start TOKEN PID NODE UNIXNANO" to
 // LOG the moment it runs, and "stop ..." when it gets SIGTERM, so a reader
-// can rebuild every term. TOKEN is ELECTD_TOKEN (etcdctl lock's
+// can rebuild every term (the trap is set first: a SIGTERM right after the
+// start line still writes the stop line). TOKEN is ELECTD_TOKEN (etcdctl lock's
 // ETCD_LOCK_REV for that anchor, else 0); the start line's own timestamp is
 // the end of a takeover, so how often the log is polled does not count.
 const ChildScript = `log="$1"
 tok="${ELECTD_TOKEN:-${ETCD_LOCK_REV:-0}}"
-echo "start $tok $$ $ELECTD_NODE $(date +%s%N)" >> "$log"
 trap 'echo "stop $tok $$ $ELECTD_NODE $(date +%s%N)" >> "$log"; exit 0' TERM
+echo "start $tok $$ $ELECTD_NODE $(date +%s%N)" >> "$log"
 while :; do sleep 0.05; done
 `
 
