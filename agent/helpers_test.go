@@ -75,6 +75,38 @@ func (w *fakeWaiter) Stop() bool {
 	return false
 }
 
+// advanceTo is advanceToNext for a test that knows the next wake-up: it
+// waits until something waits on the clock at or before want, then moves
+// the clock to the earliest. A wake-up that the loop has yet to schedule
+// (an answer on its way to the loop) is waited for, not passed over for a
+// later one already on the clock, such as the step-down point while a
+// renewal is out.
+func (c *fakeClock) advanceTo(t *testing.T, want time.Time) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		due := false
+		next := time.Time{}
+		for _, w := range c.waiters {
+			if !w.at.After(want) {
+				due = true
+			}
+			if next.IsZero() || w.at.Before(next) {
+				next = w.at
+			}
+		}
+		c.mu.Unlock()
+		if due {
+			return c.advanceToNext(t)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing waits on the clock at or before %s (the earliest wake-up: %s)", want.Format("15:04:05.000"), next.Format("15:04:05.000"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // advanceToNext waits until something waits on the clock, then moves the
 // clock to the earliest waiter and fires every waiter due by then.
 func (c *fakeClock) advanceToNext(t *testing.T) time.Time {

@@ -94,7 +94,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
 	s := time.Second
-	expectCall(t, f, "renew", clk.advanceToNext(t)) // t0+2s
+	expectCall(t, f, "renew", clk.advanceTo(t, t0.Add(2*time.Second)))
 	if got := clk.Now().Sub(t0); got != 2*s {
 		t.Fatalf("first renewal at t0+%s, want t0+2s", got)
 	}
@@ -102,7 +102,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	f.setRenew(errors.New("store unreachable"), false)
 	f.setAcquire(errors.New("store unreachable")) // keep it a candidate after the step-down
 	for _, want := range []time.Duration{4 * s, 5 * s, 6 * s, 7 * s, 8 * s, 9 * s, 10 * s, 11 * s} {
-		at := clk.advanceToNext(t)
+		at := clk.advanceTo(t, t0.Add(want))
 		if at.Sub(t0) != want {
 			t.Fatalf("renewal attempt at t0+%s, want t0+%s", at.Sub(t0), want)
 		}
@@ -113,7 +113,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	}
 	// stopBy = lastOK + 9.9s - 0 - 100ms = t0+11.8s: the leader steps down
 	// there and releases.
-	at := clk.advanceToNext(t)
+	at := clk.advanceTo(t, lastOK.Add(9800*time.Millisecond))
 	if want := lastOK.Add(9800 * time.Millisecond); !at.Equal(want) {
 		t.Fatalf("stepped down at t0+%s, want t0+%s", at.Sub(t0), want.Sub(t0))
 	}
@@ -141,8 +141,8 @@ func TestOverdueRenewalStepsDownAtDeadline(t *testing.T) {
 	expectCall(t, f, "acquire", t0)
 	unstick := f.stickRenew()
 	defer unstick()
-	expectCall(t, f, "renew-stuck", clk.advanceToNext(t)) // t0+2s
-	f.setAcquire(errors.New("store unreachable"))         // keep it a candidate after the step-down
+	expectCall(t, f, "renew-stuck", clk.advanceTo(t, t0.Add(2*time.Second)))
+	f.setAcquire(errors.New("store unreachable")) // keep it a candidate after the step-down
 	// stopBy = t0 + 9.9s - 0 - 100ms.
 	at := clk.advanceToNext(t)
 	if want := t0.Add(9800 * time.Millisecond); !at.Equal(want) {
@@ -175,9 +175,10 @@ func TestOverdueRenewalStepsDownAtDeadline(t *testing.T) {
 func TestLostStepsDownAtOnce(t *testing.T) {
 	t.Parallel()
 	j, f, clk := timingJob(t)
-	expectCall(t, f, "acquire", clk.Now())
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
 	f.setRenew(providers.ErrLost, false)
-	expectCall(t, f, "renew", clk.advanceToNext(t))
+	expectCall(t, f, "renew", clk.advanceTo(t, t0.Add(2*time.Second)))
 	f.setRenew(nil, false)
 	// Next is a new candidacy: an acquire, never a release of a lost lease.
 	c := f.nextCall(t)
@@ -198,7 +199,7 @@ func TestHangingRenewalAbandoned(t *testing.T) {
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
 	f.setRenew(nil, true)
-	at := clk.advanceToNext(t)
+	clk.advanceTo(t, t0.Add(2*time.Second))
 	start := time.Now()
 	// The renewal waits on a real-time context deadline of stopBy - now
 	// (9.8s - 2s = 7.8s of real time); its context must carry that deadline.
@@ -209,5 +210,4 @@ func TestHangingRenewalAbandoned(t *testing.T) {
 	if real := time.Since(start); real < 7*time.Second {
 		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 7.8s (the step-down point)", real)
 	}
-	_ = at
 }
