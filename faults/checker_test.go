@@ -42,6 +42,10 @@ type overlap struct {
 
 type slotStats struct {
 	runs, dup, coalesced, lostInFault, lost int
+	// overran counts slots skipped because the run of the slot before
+	// was still running (the agent's overlap rule), as on a machine so
+	// loaded that a one-second task took longer than a second.
+	overran int
 }
 
 // check applies the rules to one run's history. end is when the scheduler
@@ -196,6 +200,8 @@ func check(h history, faults []faultRec, pauses []window, end time.Time) *report
 				switch {
 				case job == jobTickLead && b.token != a.token:
 					st.coalesced++
+				case !a.end.IsZero() && a.end.After(s):
+					st.overran++
 				case inFault(s):
 					st.lostInFault++
 				default:
@@ -284,8 +290,8 @@ func (r *report) text() string {
 	fmt.Fprintf(&b, "  writes: %d accepted, %d fenced (stale token rejected); violations: %d\n", r.accepted, r.fenced, len(r.violations))
 	for _, job := range []string{jobTickLead, jobTickLock} {
 		if s := r.slots[job]; s != nil {
-			fmt.Fprintf(&b, "  %-11s slots run %d, duplicated %d, coalesced by a failover %d, lost in faults %d, lost otherwise %d\n",
-				job, s.runs, s.dup, s.coalesced, s.lostInFault, s.lost)
+			fmt.Fprintf(&b, "  %-11s slots run %d, duplicated %d, coalesced by a failover %d, skipped while the run before still ran %d, lost in faults %d, lost otherwise %d\n",
+				job, s.runs, s.dup, s.coalesced, s.overran, s.lostInFault, s.lost)
 		}
 	}
 	obs := make([]string, 0, len(r.observed))

@@ -115,6 +115,26 @@ func TestCheckerRules(t *testing.T) {
 			failures: 1,
 		},
 		{
+			name: "a slot skipped while the run before still ran is counted, not failed",
+			h: history{children: []childLife{child(0, "a", 1, 0, 10)}, slots: append([]slotRun{
+				{job: jobTickLead, node: "n", token: 1, slot: at(0), at: at(0), end: at(1.2)},
+				{job: jobTickLead, node: "n", token: 1, slot: at(2), at: at(2), end: at(2.5)},
+			}, slots(jobTickLock, 1, 2, 3)...)},
+			check: func(t *testing.T, r *report) {
+				if s := r.slots[jobTickLead]; s.overran != 1 || s.lost != 0 {
+					t.Errorf("tick-leader = %+v, want 1 skipped while the run before ran, none lost", *s)
+				}
+			},
+		},
+		{
+			name: "a slot missing after the run before had ended is lost",
+			h: history{children: []childLife{child(0, "a", 1, 0, 10)}, slots: append([]slotRun{
+				{job: jobTickLead, node: "n", token: 1, slot: at(0), at: at(0), end: at(0.8)},
+				{job: jobTickLead, node: "n", token: 1, slot: at(2), at: at(2), end: at(2.5)},
+			}, slots(jobTickLock, 1, 2, 3)...)},
+			failures: 1,
+		},
+		{
 			name:   "slots skipped across a change of leader are coalesced",
 			h:      history{children: []childLife{child(0, "a", 1, 0, 10)}, slots: append(slots(jobTickLead, 1, 0, 0, 2), slots(jobTickLock, 1, 2, 3)...)},
 			faults: []faultRec{{kind: faultKill, from: at(0.5), to: at(0.5)}},

@@ -63,6 +63,7 @@ type slotRun struct {
 	token uint64
 	slot  time.Time
 	at    time.Time
+	end   time.Time // when the task's connection closed (it exits after its answer); zero if it never did
 	pid   int
 }
 
@@ -100,7 +101,13 @@ func (r *recorder) conn(c net.Conn) {
 	defer c.Close()
 	in := bufio.NewReader(c)
 	var me *childLife
+	slot := -1 // the index in r.slots of this connection's task run
 	defer func() {
+		if slot >= 0 {
+			r.mu.Lock()
+			r.slots[slot].end = time.Now()
+			r.mu.Unlock()
+		}
 		if me == nil {
 			return
 		}
@@ -148,14 +155,15 @@ func (r *recorder) conn(c net.Conn) {
 			r.mu.Unlock()
 		case f[0] == "slot" && len(f) == 6:
 			tok, err1 := strconv.ParseUint(f[3], 10, 64)
-			slot, err2 := time.Parse(time.RFC3339, f[4])
+			at, err2 := time.Parse(time.RFC3339, f[4])
 			pid, err3 := strconv.Atoi(f[5])
 			if err1 != nil || err2 != nil || err3 != nil {
 				r.fail("bad slot line %q (ELECTD_TOKEN or ELECTD_SLOT missing or malformed)", strings.TrimSpace(line))
 				return
 			}
 			r.mu.Lock()
-			r.slots = append(r.slots, slotRun{job: f[1], node: f[2], token: tok, slot: slot, at: time.Now(), pid: pid})
+			r.slots = append(r.slots, slotRun{job: f[1], node: f[2], token: tok, slot: at, at: time.Now(), pid: pid})
+			slot = len(r.slots) - 1
 			r.mu.Unlock()
 		default:
 			r.fail("unexpected line %q", strings.TrimSpace(line))
