@@ -154,8 +154,25 @@ func newDialect(s Settings) (*dialect, error) {
 	default:
 		return nil, fmt.Errorf("sql: unknown driver %q", s.Driver) // Validate refused it
 	}
+	if s.Driver != "sqlite" {
+		// database/sql keeps 2 idle connections by default: the agent's
+		// batches, renewals, releases and reads run side by side, and
+		// every one beyond two opened a connection and closed it after
+		// use. A server connection is a process on PostgreSQL, so five
+		// agents of 100 jobs asked it for new backends faster than it
+		// forked them, and batches failed with "failed to connect ...
+		// timeout" (TestBalanceAcrossAgents, on a VM where a fork costs
+		// 5 ms). The connections in use are kept, and let go after a
+		// minute unused.
+		d.db.SetMaxIdleConns(maxIdleConns)
+		d.db.SetConnMaxIdleTime(time.Minute)
+	}
 	return d, nil
 }
+
+// maxIdleConns is how many open connections a server store's pool keeps
+// between requests.
+const maxIdleConns = 16
 
 // standardQueries builds the statements shared by postgres and sqlite (and
 // the parts mysql keeps): t is the quoted table, now the database's clock,
