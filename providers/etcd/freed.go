@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,14 @@ type freedKey struct {
 // (lease key deleted and record written at one revision), and forgets any
 // other key it touches.
 func (p *Provider) sawEvents(evs []*clientv3.Event) {
+	// Most responses are acquires (puts): with nothing recorded and no
+	// delete among them there is nothing to record or forget.
+	p.fmu.Lock()
+	none := len(p.freed) == 0
+	p.fmu.Unlock()
+	if none && !slices.ContainsFunc(evs, func(ev *clientv3.Event) bool { return ev.Type == clientv3.EventTypeDelete }) {
+		return
+	}
 	type change struct {
 		deleted int64 // revision of the lease key's deletion
 		rec     *mvccpb.KeyValue
