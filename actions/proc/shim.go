@@ -61,7 +61,8 @@ func MaybeShim() {
 //   - it is a child subreaper, so the command's orphans, even those that
 //     left the group (setsid, setpgid), are re-parented to it, not to init;
 //   - a signal from the agent reaches the group directly; the shim passes it
-//     on to its descendants outside the group;
+//     on to its descendants outside the group (found by walking the tree
+//     below it, not every process on the machine);
 //   - when the command exits, the shim kills every descendant left, and
 //     exits only once they are gone;
 //   - when the agent dies, the parent-death signal (SIGTERM) arrives and the
@@ -85,6 +86,12 @@ func shim(argv []string) int {
 		return 1
 	}
 	if spare {
+		// The first command Go starts checks once whether pidfds work, by
+		// starting a child of its own (a fork, 0.5-1 ms): a spare does it
+		// now, while it waits, rather than when its command must start.
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Release()
+		}
 		var env []string
 		var ok bool
 		if dir, argv, env, ok = waitSpec(sigs); !ok {
@@ -119,7 +126,7 @@ func shim(argv []string) int {
 		if !commandGotIt {
 			cmd.Process.Signal(sig)
 		}
-		for _, st := range descendants(self) {
+		for _, st := range below(self) {
 			if st.pgrp != group {
 				syscall.Kill(st.pid, sig.(syscall.Signal))
 			}

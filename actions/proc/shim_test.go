@@ -198,3 +198,46 @@ func leftover(t *testing.T, pidFile string) int {
 	})
 	return pid
 }
+
+// below, the walk a stop's forward takes, finds what a read of every
+// process finds: the command, what it started in and out of its group, and
+// the orphans re-parented to the shim.
+func TestBelowFindsWhatAScanFinds(t *testing.T) {
+	if !childrenListed() {
+		t.Skip("this kernel does not list children (/proc/PID/task/TID/children): below is descendants")
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	const spawn = `sh -c 'echo $$ >> "$0"; sleep 600' "$0" `
+	p := start(t, `setsid `+spawn+`&
+(`+spawn+`&)
+(setsid `+spawn+`&)
+`+spawn+`&
+while [ "$(wc -l < "$0")" -lt 4 ]; do sleep 0.01; done
+sleep 600 & wait`, pidFile)
+	t.Cleanup(func() { p.Kill() })
+	waitFor(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		return bytes.Count(b, []byte("\n")) == 4
+	}, "four grandchildren started")
+	pids := func(sts []procStat) map[int]bool {
+		m := map[int]bool{}
+		for _, st := range sts {
+			m[st.pid] = true
+		}
+		return m
+	}
+	// The tree is still: each grandchild waits on its sleep, the command on its own.
+	want := pids(descendants(p.Pid()))
+	got := pids(below(p.Pid()))
+	if len(want) < 9 { // the command, four grandchildren with a sleep each
+		t.Fatalf("a scan found %d processes below the shim, want at least 9", len(want))
+	}
+	if len(got) != len(want) {
+		t.Errorf("below found %d processes, a scan %d", len(got), len(want))
+	}
+	for pid := range want {
+		if !got[pid] {
+			t.Errorf("below missed process %d", pid)
+		}
+	}
+}
