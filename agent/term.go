@@ -3,34 +3,19 @@ package agent
 import (
 	"time"
 
-	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/timing"
 )
-
-// SafetyMargin is the share of the ttl a leader gives up to clock rate
-// differences between itself and the store (SPEC §2: ttl*(1-0.01)).
-const SafetyMargin = 0.01
-
-// KillMargin is the time left for SIGKILL to take effect after stop_timeout,
-// so that work is dead, not dying, when the term ends. `electd check`
-// reserves the same time in the timing rule.
-const KillMargin = config.KillMargin
 
 // term is a leader's view of its lease, on its own monotonic clock: the
 // store may expire the lease ttl after it received the operation, which is
 // no earlier than when the leader sent it.
 type term struct {
 	sent   time.Time // when the last successful Acquire or Renew was sent
-	stopBy time.Time // validUntil - stopTimeout - KillMargin: stepping down must begin
-}
-
-// validUntil is the end of a term whose operation was sent at sent, as the
-// leader may count on it: sent + ttl*(1-SafetyMargin).
-func validUntil(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - time.Duration(float64(ttl)*SafetyMargin))
+	stopBy time.Time // timing.StopBy: stepping down must begin
 }
 
 func newTerm(sent time.Time, ttl, stopTimeout time.Duration) term {
-	return term{sent: sent, stopBy: validUntil(sent, ttl).Add(-stopTimeout - KillMargin)}
+	return term{sent: sent, stopBy: timing.StopBy(sent, ttl, stopTimeout)}
 }
 
 // nextRenew is when the next renewal is sent: renewEvery after the last

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/timing"
 	"github.com/electd/electd/providers"
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
@@ -38,8 +39,8 @@ func TestTerm(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := newTerm(t0, tc.ttl, tc.stop)
-			if got := validUntil(t0, tc.ttl).Sub(t0); got != tc.wantValid {
-				t.Errorf("validUntil = t0+%s, want t0+%s", got, tc.wantValid)
+			if got := timing.ValidUntil(t0, tc.ttl).Sub(t0); got != tc.wantValid {
+				t.Errorf("ValidUntil = t0+%s, want t0+%s", got, tc.wantValid)
 			}
 			if got := tm.stopBy.Sub(t0); got != tc.wantStop {
 				t.Errorf("stopBy = t0+%s, want t0+%s", got, tc.wantStop)

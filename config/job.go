@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math"
+	"github.com/electd/electd/internal/timing"
 	"net/url"
 	"regexp"
 	"sort"
@@ -290,35 +290,29 @@ func firstNonNil(bs ...*hcl.Block) *hcl.Block {
 	return nil
 }
 
-// KillMargin is the time the timing rule leaves for SIGKILL to take effect
-// after stop_timeout, before the term ends.
-const KillMargin = 100 * time.Millisecond
+// KillMargin and MinTTL are the timing rule's (internal/timing), named here
+// for the packages that read a configuration.
+const (
+	KillMargin = timing.KillMargin
+	MinTTL     = timing.MinTTL
+)
 
-// MinTTL is the shortest ttl of any job: below it the rule leaves no time
-// for renewals, and a store's answer can take longer than the term.
-const MinTTL = time.Second
-
-// checkTiming applies the safety rule (docs/leases.md): the leader must get
-// two renewal attempts, and then time to stop its work and for SIGKILL to
-// take effect, before 99% of the ttl.
+// checkTiming applies the safety rule (docs/leases.md, internal/timing): the
+// leader must get two renewal attempts, and then time to stop its work and
+// for SIGKILL to take effect, before 99% of the ttl.
 func checkTiming(j Job, b attrs, block *hcl.Block) hcl.Diagnostics {
-	ttl, renew, stop := j.TTL, j.RenewEvery, j.StopTimeout()+KillMargin
-	if renew >= ttl {
-		return hcl.Diagnostics{errorf(b.rangeOf("renew_every", b.rangeOf("ttl", block.DefRange)), "Invalid renew_every",
-			"The renew_every (%s) must be shorter than the ttl (%s): the lease would expire before it is renewed.", renew, ttl)}
-	}
-	budget := float64(ttl) * 0.99
-	if float64(2*renew+stop) < budget {
+	p := timing.CheckJob(j.TTL, j.RenewEvery, j.StopTimeout())
+	switch {
+	case p == nil:
 		return nil
+	case p.RenewNotShorter:
+		return hcl.Diagnostics{errorf(b.rangeOf("renew_every", b.rangeOf("ttl", block.DefRange)), "Invalid renew_every",
+			"The renew_every (%s) must be shorter than the ttl (%s): the lease would expire before it is renewed.", j.RenewEvery, j.TTL)}
 	}
-	// The smallest whole-second ttl, and the largest renew_every (in
-	// 100ms steps), that satisfy the rule.
-	minTTL := time.Duration(math.Floor(float64(2*renew+stop)/0.99/float64(time.Second))+1) * time.Second
-	maxRenew := time.Duration(math.Ceil((budget-float64(stop))/2/float64(100*time.Millisecond))-1) * 100 * time.Millisecond
 	detail := fmt.Sprintf("The leader must get at least two renewal attempts, and then stop its work, before 99%% of the ttl: renew_every×2 + stop_timeout + the 100ms kill margin (%s) must be less than ttl×0.99 (%s). Raise ttl to at least %s",
-		2*renew+stop, time.Duration(budget), minTTL)
-	if maxRenew > 0 {
-		detail += fmt.Sprintf(", or lower renew_every to at most %s", maxRenew)
+		p.Need, p.Budget, p.MinTTL)
+	if p.MaxRenew > 0 {
+		detail += fmt.Sprintf(", or lower renew_every to at most %s", p.MaxRenew)
 	} else if j.StopTimeout() > 0 {
 		detail += ", or lower stop_timeout"
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/electd/electd/agent"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/redact"
+	"github.com/electd/electd/internal/timing"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/registry"
 )
@@ -133,7 +134,7 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 			LogLevel:  *logLevel,
 			LogFormat: "text",
 			// Stopping takes the command's stop timeout and the release.
-			ShutdownTimeout: job.Run.StopTimeout + config.KillMargin + min(job.TTL, 5*time.Second) + time.Second,
+			ShutdownTimeout: job.Run.StopTimeout + timing.KillMargin + min(job.TTL, 5*time.Second) + time.Second,
 		},
 		Providers: []config.Provider{{Type: typ, Name: lockName, Settings: settings}},
 		Jobs:      []config.Job{job},
@@ -281,13 +282,12 @@ const minLockRenew = 100 * time.Millisecond
 // margin are taken, so that the leader gets three renewal attempts where
 // `electd check` demands two.
 func lockTimings(ttl, stop time.Duration) (renew, retry time.Duration, err error) {
-	budget := time.Duration(float64(ttl)*(1-agent.SafetyMargin)) - stop - config.KillMargin
-	renew = (budget / 3).Truncate(time.Millisecond)
+	renew = ((timing.Budget(ttl) - stop - timing.KillMargin) / 3).Truncate(time.Millisecond)
 	if renew < minLockRenew {
 		// The smallest whole-second ttl that leaves room.
-		need := time.Duration(math.Ceil(float64(stop+config.KillMargin+3*minLockRenew)/(1-agent.SafetyMargin)/float64(time.Second))) * time.Second
+		need := time.Duration(math.Ceil(float64(stop+timing.KillMargin+3*minLockRenew)/(1-timing.SafetyMargin)/float64(time.Second))) * time.Second
 		return 0, 0, fmt.Errorf("-ttl %s leaves no time to renew the lease: three renewals and the command's stop (-stop-timeout %s plus a %s kill margin) must fit in 99%% of the ttl; raise -ttl to at least %s or lower -stop-timeout",
-			ttl, stop, config.KillMargin, need)
+			ttl, stop, timing.KillMargin, need)
 	}
 	return renew, min(config.DefaultRetryEvery, renew), nil
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/agent"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/timing"
 	"github.com/electd/electd/providers/sql"
 )
 
@@ -74,14 +74,14 @@ func TestLockTimings(t *testing.T) {
 	for ttl := config.MinTTL; ttl <= 10*time.Minute; ttl += ttl / 4 {
 		for _, stop := range []time.Duration{0, min(config.DefaultStopTimeout, ttl/3), ttl / 2} {
 			renew, retry, err := lockTimings(ttl, stop)
-			budget := time.Duration(float64(ttl) * (1 - agent.SafetyMargin))
+			budget := timing.Budget(ttl)
 			if err != nil {
-				if 3*minLockRenew+stop+config.KillMargin < budget {
+				if 3*minLockRenew+stop+timing.KillMargin < budget {
 					t.Errorf("ttl %s, stop %s: refused (%v), though %s renewals fit", ttl, stop, err, minLockRenew)
 				}
 				continue
 			}
-			if 2*renew+stop+config.KillMargin >= budget || 3*renew+stop+config.KillMargin > budget {
+			if timing.CheckJob(ttl, renew, stop) != nil || 3*renew+stop+timing.KillMargin > budget {
 				t.Errorf("ttl %s, stop %s: renew_every %s breaks the rule (3×renew + stop + kill margin must fit in %s)", ttl, stop, renew, budget)
 			}
 			if renew < minLockRenew || retry <= 0 || retry > renew {
