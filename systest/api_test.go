@@ -152,7 +152,7 @@ func (n *apiNode) waitStatus(path string, want int, within time.Duration) {
 	}
 }
 
-// jobStatus is a job as the API shows it, with every SPEC §4 field.
+// jobStatus is a job as the API shows it, with every field docs/api.md names.
 type jobStatus struct {
 	Job          string     `json:"job"`
 	Provider     string     `json:"provider"`

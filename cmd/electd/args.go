@@ -55,7 +55,7 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) (pos []string, 
 }
 
 // split separates the flags, with their values, from the positionals. Go's
-// flag package stops at the first positional, but SPEC §3 writes flags after
+// flag package stops at the first positional, but docs/cli.md writes flags after
 // them (`electd step-down JOB [-addr URL]`), so this walks the whole list.
 func (c *command) split(args []string) (flags, pos []string) {
 	for i := 0; i < len(args); i++ {

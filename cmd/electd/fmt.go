@@ -20,7 +20,7 @@ import (
 // `terraform fmt`. A file that does not parse is reported and left alone
 // (hclwrite would happily "format" broken input). Exit codes: 0 fine,
 // 1 a file does not parse or cannot be written, or (with -check) a file is
-// not formatted — SPEC §3 asks for 1 rather than terraform's 3; 2 bad flags.
+// not formatted — docs/cli.md gives 1 rather than terraform's 3; 2 bad flags.
 func cmdFmt(args []string, stdout, stderr io.Writer) int {
 	return runFmt(args, os.Stdin, stdout, stderr)
 }

@@ -113,7 +113,7 @@ func (p *Provider) startTerm(ctx context.Context, b *blockblob.Client, id, key, 
 
 // Renew renews the blob lease and stores l.Value, when the record still
 // names l's holder and token. Azure renews a lease that expired as long as
-// nobody took it since, which is what SPEC §2 asks.
+// nobody took it since, which is what the provider contract (providers.Provider) asks.
 func (p *Provider) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
 	r, err := p.renew(ctx, l)
 	if err != nil {

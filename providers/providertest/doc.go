@@ -19,7 +19,7 @@
 //     down does not conform.
 //
 // Renew after expiry when nobody took the lease over succeeds: holder and
-// token still match, which is the rule of SPEC §2. The suite checks exactly
+// token still match, which is the rule of providers.Provider. The suite checks exactly
 // that, so a provider that refuses such a renew does not conform either.
 //
 // The expiry cases use a ttl of Options.ShortTTL (default 1s) and assert

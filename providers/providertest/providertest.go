@@ -313,7 +313,7 @@ func (s *suite) renewAfterLoss(t *testing.T) {
 }
 
 // renewAfterExpiry: an expired lease nobody took may be renewed, since
-// holder and token still match (SPEC §2).
+// holder and token still match (providers.Provider).
 func (s *suite) renewAfterExpiry(t *testing.T) {
 	ps := s.clients(t, 1)
 	start := time.Now()

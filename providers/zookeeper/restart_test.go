@@ -115,7 +115,7 @@ func TestRestart(t *testing.T) {
 // it cannot delete its holder znodes, and ZooKeeper ends its session one
 // session timeout after it last heard from it. Once the holder is back, in a
 // new session, the term another node took answers ErrLost, never a false
-// success, and the term nobody took may be renewed (SPEC §2: holder and
+// success, and the term nobody took may be renewed (docs/leases.md: holder and
 // token still match).
 func TestPartition(t *testing.T) {
 	t.Parallel()
