@@ -113,6 +113,12 @@ func (l *loader) expandJob(block *hcl.Block) ([]*instance, hcl.Diagnostics) {
 		}
 		v = s
 	}
+	// A key is a job's name, which the log, the API and the metrics show:
+	// the value of a sensitive variable cannot be one, as in Terraform.
+	secret := map[string]bool{}
+	for _, s := range l.secrets {
+		secret[s] = true
+	}
 	var insts []*instance
 	var bad []string
 	for it := v.ElementIterator(); it.Next(); {
@@ -124,6 +130,9 @@ func (l *loader) expandJob(block *hcl.Block) ([]*instance, hcl.Diagnostics) {
 			k = e
 		}
 		key := k.AsString()
+		if secret[key] {
+			return invalid("A for_each key is the value of a sensitive variable or another secret. Keys are parts of job names, which the log, the API and the metrics show; use a variable that is not sensitive.")
+		}
 		if !instanceKeyRe.MatchString(key) {
 			bad = append(bad, strconv.Quote(key))
 			continue
