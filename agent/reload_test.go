@@ -136,3 +136,73 @@ job "other" {
 		t.Errorf("jobs after a rejected reload: %s, want keep", names)
 	}
 }
+
+// shardJob is a job block with for_each over the shards, whose children
+// write "PID TOKEN" to dir/shard.KEY.pid.
+func shardJob(dir, shards string) string {
+	return fmt.Sprintf(`
+job "shard" {
+  for_each = toset(%s)
+%s
+  run {
+    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %s/shard.${each.key}.pid; exec sleep 600"]
+    stop_timeout = "1s"
+  }
+}
+`, shards, quick, dir)
+}
+
+// A reload that grows and then shrinks a for_each set starts the new
+// instances and stops the ones gone; the instances that stay keep their
+// leadership, token and child throughout.
+func TestReloadGrowsAndShrinksForEach(t *testing.T) {
+	db, dir := sqliteDB(t), t.TempDir()
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, shardJob(dir, `["a", "b"]`))))
+	type child struct {
+		pid int
+		tok uint64
+	}
+	kept := map[string]child{}
+	for _, k := range []string{"a", "b"} {
+		pid, tok := readPidToken(t, dir+"/shard."+k+".pid")
+		kept[k] = child{pid, tok}
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		for k, c := range kept {
+			if pid, tok := readPidToken(t, dir+"/shard."+k+".pid"); pid != c.pid || tok != c.tok {
+				t.Errorf("%s: shard.%s child %d token %d, want child %d token %d", when, k, pid, tok, c.pid, c.tok)
+			}
+			if s := a.job("shard." + k); s.state != "leader" || s.token != c.tok {
+				t.Errorf("%s: shard.%s status %+v", when, k, s)
+			}
+		}
+	}
+
+	grown, err := a.Reload(context.Background(), loadConfig(t, agentConfig("node-1", db, shardJob(dir, `["a", "b", "c", "d"]`))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Plan{Kept: []string{"shard.a", "shard.b"}, Added: []string{"shard.c", "shard.d"}}); fmt.Sprint(grown) != fmt.Sprint(want) {
+		t.Errorf("growing: %+v, want %+v", grown, want)
+	}
+	cPid, _ := readPidToken(t, dir+"/shard.c.pid")
+	readPidToken(t, dir+"/shard.d.pid")
+	unchanged("after growing")
+
+	shrunk, err := a.Reload(context.Background(), loadConfig(t, agentConfig("node-1", db, shardJob(dir, `["a", "b", "d"]`))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Plan{Kept: []string{"shard.a", "shard.b", "shard.d"}, Removed: []string{"shard.c"}}); fmt.Sprint(shrunk) != fmt.Sprint(want) {
+		t.Errorf("shrinking: %+v, want %+v", shrunk, want)
+	}
+	eventually(t, 5*time.Second, "shard.c's child gone", func() bool { return !pidAlive(cPid) })
+	if l := observe(t, db, "shard.c"); l.Holder != "" {
+		t.Errorf("shard.c's lease still held by %q", l.Holder)
+	}
+	unchanged("after shrinking")
+	if names := jobNames(a); names != "shard.a,shard.b,shard.d" {
+		t.Errorf("jobs after shrinking %s", names)
+	}
+}

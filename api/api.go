@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/agent"
+	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/redact"
 )
 
@@ -35,13 +36,15 @@ type Options struct {
 	Metrics http.Handler // served at /metrics when set
 	Logger  hclog.Logger
 	Now     func() time.Time
-	// Reload reloads the configuration files (POST /v1/reload); LastReload
-	// reports the last outcome (GET /v1/reload).
-	Reload     func(context.Context) ReloadStatus
+	// Reload reloads the configuration files (POST /v1/reload), with the
+	// request's -var and -var-file when it has any; LastReload reports the
+	// last outcome (GET /v1/reload).
+	Reload     func(context.Context, []config.Var) ReloadStatus
 	LastReload func() *ReloadStatus
 	// Plan says what a reload from the configuration at paths (nil: the
-	// agent's own) would do, changing nothing (POST /v1/plan).
-	Plan func(ctx context.Context, paths []string) PlanStatus
+	// agent's own), with vars over the agent's, would do, changing nothing
+	// (POST /v1/plan).
+	Plan func(ctx context.Context, paths []string, vars []config.Var) PlanStatus
 	// Redact masks the configuration's secrets in every JSON answer: a
 	// job's last_error and a reload's error quote what the store or the
 	// loader said, and GET needs no authorization. Nil masks nothing.

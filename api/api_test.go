@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/agent"
+	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/redact"
 )
 
@@ -188,7 +189,7 @@ func TestAnswersMaskSecrets(t *testing.T) {
 	a.jobs[1].LastError = "sql: connect: password " + password + " rejected"
 	rejected := ReloadStatus{Time: now, Error: "sql.main: cannot open: " + password}
 	h := Handler(Options{Agent: a, Now: func() time.Time { return now },
-		Reload:     func(context.Context) ReloadStatus { return rejected },
+		Reload:     func(context.Context, []config.Var) ReloadStatus { return rejected },
 		LastReload: func() *ReloadStatus { return &rejected },
 		Redact:     redact.New(sasToken, password)})
 	for _, req := range []struct{ method, path string }{

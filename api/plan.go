@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/agent"
+	"github.com/electd/electd/config"
 )
 
 // Changes is what a reload does, or would do, to the running jobs, by job
@@ -70,12 +71,17 @@ type PlanRequest struct {
 	// Paths are absolute paths on the agent's machine, of files or
 	// directories, as electd run -config takes them.
 	Paths []string `json:"paths,omitempty"`
+	// Vars are -var and -var-file, in order, over those the agent was
+	// given; each file an absolute path on the agent's machine.
+	Vars []config.Var `json:"vars,omitempty"`
 }
 
-// Bounds of a plan request: what a configuration's paths need, and no more.
+// Bounds of a plan or reload request: what a configuration's paths and
+// variables need, and no more.
 const (
 	maxPlanBody  = 64 << 10
 	maxPlanPaths = 64
+	maxVars      = 256
 )
 
 // plan answers 200 with what a reload would do, 422 when the configuration
@@ -92,7 +98,7 @@ func (s *server) plan(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
-	st := s.o.Plan(ctx, req.Paths)
+	st := s.o.Plan(ctx, req.Paths, req.Vars)
 	s.o.Logger.Debug("plan requested through the API", "ok", st.OK, "remote", r.RemoteAddr)
 	if !st.OK {
 		s.writeJSON(w, http.StatusUnprocessableEntity, st)
@@ -123,6 +129,9 @@ func readPlanRequest(body io.Reader) (PlanRequest, error) {
 	if len(req.Paths) > maxPlanPaths {
 		return req, fmt.Errorf("at most %d paths", maxPlanPaths)
 	}
+	if err := checkVars(req.Vars); err != nil {
+		return req, err
+	}
 	for _, p := range req.Paths {
 		if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
 			// The agent's working directory means nothing to the client.
@@ -130,4 +139,25 @@ func readPlanRequest(body io.Reader) (PlanRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// checkVars checks the variables of a plan or reload request. Errors do not
+// quote a value: it may be a secret.
+func checkVars(vars []config.Var) error {
+	if len(vars) > maxVars {
+		return fmt.Errorf("at most %d vars", maxVars)
+	}
+	for _, v := range vars {
+		switch {
+		case v.File != "" && (v.Name != "" || v.Value != ""):
+			return errors.New("a var is either a file or a name and a value")
+		case v.File != "" && (!filepath.IsAbs(v.File) || strings.ContainsRune(v.File, 0)):
+			return fmt.Errorf("the var file %q is not an absolute path on the agent's machine", v.File)
+		case v.File == "":
+			if _, err := config.ParseVar(v.Name + "=" + v.Value); err != nil {
+				return fmt.Errorf("var: %v", err)
+			}
+		}
+	}
+	return nil
 }

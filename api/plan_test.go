@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/electd/electd/agent"
+	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/redact"
 )
 
@@ -29,7 +30,7 @@ func post(h http.Handler, path, auth, body string) (int, string) {
 func TestPlanEndpoint(t *testing.T) {
 	const secret = "c4n4ry-dsn-password"
 	var got [][]string
-	plan := func(_ context.Context, paths []string) PlanStatus {
+	plan := func(_ context.Context, paths []string, _ []config.Var) PlanStatus {
 		got = append(got, paths)
 		if len(paths) > 0 && paths[0] == "/broken" {
 			return PlanStatus{Paths: paths, Error: "/broken/a.hcl:3: Invalid DSN " + secret}

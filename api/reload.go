@@ -2,8 +2,14 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/electd/electd/config"
 )
 
 // ReloadStatus is the outcome of one configuration reload (SIGHUP or
@@ -15,16 +21,30 @@ type ReloadStatus struct {
 	Changes
 }
 
-// reload runs a reload and answers 200 with its summary, or 422 when the
-// new configuration was rejected.
+// ReloadRequest is the body of POST /v1/reload; an empty body reloads
+// with the variables used before.
+type ReloadRequest struct {
+	// Vars are -var and -var-file, in order, over those the agent was
+	// started with; they replace those of earlier reloads and stay for
+	// later ones. Each file is an absolute path on the agent's machine.
+	Vars []config.Var `json:"vars,omitempty"`
+}
+
+// reload runs a reload and answers 200 with its summary, 422 when the new
+// configuration was rejected, and 400 for a request it cannot take.
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
 	if s.o.Reload == nil {
 		s.writeError(w, http.StatusNotImplemented, "this agent cannot reload")
 		return
 	}
+	req, err := readReloadRequest(r.Body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
 	defer cancel()
-	st := s.o.Reload(ctx)
+	st := s.o.Reload(ctx, req.Vars)
 	s.o.Logger.Info("reload requested through the API", "ok", st.OK, "remote", r.RemoteAddr)
 	if !st.OK {
 		s.writeJSON(w, http.StatusUnprocessableEntity, st)
@@ -44,4 +64,23 @@ func (s *server) lastReload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, http.StatusOK, st)
+}
+
+func readReloadRequest(body io.Reader) (ReloadRequest, error) {
+	var req ReloadRequest
+	b, err := io.ReadAll(io.LimitReader(body, maxPlanBody+1))
+	switch {
+	case err != nil:
+		return req, fmt.Errorf("cannot read the request: %v", err)
+	case len(b) > maxPlanBody:
+		return req, fmt.Errorf("the request is larger than %d bytes", maxPlanBody)
+	case len(strings.TrimSpace(string(b))) == 0:
+		return req, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf(`the request must be JSON such as {"vars": [{"name": "shards", "value": "8"}]}: %v`, err)
+	}
+	return req, checkVars(req.Vars)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math/big"
 	"regexp"
 	"time"
@@ -22,10 +23,20 @@ type attrs struct {
 	a     hcl.Attributes
 	ctx   fileCtx
 	diags *hcl.Diagnostics
+	l     *loader
+	each  bool // inside a job block with for_each
 }
 
 func (l *loader) attrs(a hcl.Attributes, block *hcl.Block, diags *hcl.Diagnostics) attrs {
-	return attrs{a: a, ctx: l.contexts(block.DefRange.Filename), diags: diags}
+	return attrs{a: a, ctx: l.contexts(block.DefRange.Filename), diags: diags, l: l, each: l.inst != nil && l.inst.forEach()}
+}
+
+// refsOK reports the references of an attribute that its place does not
+// allow, and whether there were none.
+func (b attrs) refsOK(name string, a *hcl.Attribute, event bool) bool {
+	d, ok := b.l.checkRefs(a.Expr.Variables(), scope{locals: true, each: b.each, event: event, what: fmt.Sprintf("The %q argument is", name)})
+	b.add(d...)
+	return ok
 }
 
 func (b attrs) add(d ...*hcl.Diagnostic) { *b.diags = append(*b.diags, d...) }
@@ -38,8 +49,8 @@ func (b attrs) rangeOf(name string, fallback hcl.Range) hcl.Range {
 	return fallback
 }
 
-// value evaluates an attribute at load time, where no variables exist, and
-// converts it to want. It returns a null value when the attribute is unset
+// value evaluates an attribute at load time, where var, local and each
+// exist but event does not, and converts it to want. It returns a null value when the attribute is unset
 // or null, and an unknown value when it could not be evaluated (the problem
 // is reported).
 func (b attrs) value(name string, want cty.Type) (cty.Value, *hcl.Attribute) {
@@ -47,11 +58,7 @@ func (b attrs) value(name string, want cty.Type) (cty.Value, *hcl.Attribute) {
 	if !ok {
 		return cty.NullVal(want), nil
 	}
-	if vars := a.Expr.Variables(); len(vars) > 0 {
-		for _, tr := range vars {
-			b.add(errorf(tr.SourceRange(), "Variables not allowed",
-				"The %q argument is evaluated when the configuration is loaded, where no variables exist. The event object is only available in %s.", name, eventAttrs))
-		}
+	if !b.refsOK(name, a, false) {
 		return cty.UnknownVal(want), a
 	}
 	v, d := a.Expr.Value(b.ctx.static)
@@ -89,7 +96,10 @@ func (b attrs) has(name string) bool {
 // load time (`check -no-env` leaves env() unknown).
 func (b attrs) known(name string) bool {
 	a, ok := b.a[name]
-	if !ok || len(a.Expr.Variables()) > 0 {
+	if !ok {
+		return false
+	}
+	if d, ok := b.l.checkRefs(a.Expr.Variables(), scope{locals: true, each: b.each}); !ok || len(d) > 0 {
 		return false
 	}
 	v, d := a.Expr.Value(b.ctx.static)
@@ -205,32 +215,7 @@ func (b attrs) eventValue(name string, want cty.Type) (expr, cty.Value, *hcl.Att
 	if !ok {
 		return expr{}, cty.NullVal(want), nil
 	}
-	bad := false
-	for _, tr := range a.Expr.Variables() {
-		if tr.RootName() != "event" {
-			b.add(errorf(tr.SourceRange(), "Unknown variable",
-				"There is no variable named %q. Only the event object is available here; its attributes are %s.", tr.RootName(), eventAttrList()))
-			bad = true
-			continue
-		}
-		if len(tr) < 2 {
-			continue
-		}
-		var attr string
-		switch s := tr[1].(type) {
-		case hcl.TraverseAttr:
-			attr = s.Name
-		case hcl.TraverseIndex:
-			if s.Key.Type() == cty.String && s.Key.IsKnown() && !s.Key.IsNull() {
-				attr = s.Key.AsString()
-			}
-		}
-		if !EventType.HasAttribute(attr) {
-			b.add(errorf(tr[1].SourceRange(), "Unsupported attribute",
-				"The event object has no attribute %q. Its attributes are %s.", attr, eventAttrList()))
-			bad = true
-		}
-	}
+	bad := !b.refsOK(name, a, true)
 	x := expr{e: a.Expr, ctx: b.ctx.runtime}
 	if bad {
 		return x, cty.UnknownVal(want), a

@@ -74,6 +74,9 @@ func (l *loader) jobValues(block *hcl.Block) attrValues {
 func (l *loader) blockValues(out *attrValues, prefix string, body hcl.Body, shape *blockShape, ctx fileCtx) {
 	content, _, _ := body.PartialContent(shape.schema)
 	for name, a := range content.Attributes {
+		if prefix == "" && name == forEachAttr {
+			continue // the set of instances, not what one of them runs
+		}
 		out.add(prefix+name, l.attrValue(a, ctx))
 	}
 	seen := map[string]int{}
@@ -113,6 +116,18 @@ func (l *loader) attrValue(a *hcl.Attribute, ctx fileCtx) uint64 {
 		} else {
 			h.Write([]byte("expr:"))
 			l.writeTokens(h, a.Expr)
+			// The tokens of var.url are the same whatever its value;
+			// the values referred to are not.
+			for _, tr := range a.Expr.Variables() {
+				switch tr.RootName() {
+				case rootVar, rootLocal, rootEach:
+					if len(tr) > 1 {
+						if rv, d := tr[:2].TraverseAbs(ectx); !d.HasErrors() {
+							fmt.Fprintf(h, "\x00ref:%#v", rv)
+						}
+					}
+				}
+			}
 		}
 		keys := make([]string, 0, len(read))
 		for k := range read {

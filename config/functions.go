@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -122,7 +124,26 @@ func functions(dir string, rec *readLog, noEnv bool) map[string]function.Functio
 	for name, f := range stdlibFunctions() {
 		fns[name] = f
 	}
+	// can and try are hcl's own, as Terraform has them: a validation
+	// condition such as can(regex("^amqp://", var.queue_url)).
+	fns["can"], fns["try"] = tryfunc.CanFunc, tryfunc.TryFunc
 	return fns
+}
+
+// prefixFunc is Terraform's startswith (suffix false) or endswith.
+func prefixFunc(suffix bool) function.Function {
+	return function.New(&function.Spec{
+		Description: "Whether a string starts (or ends) with another.",
+		Params:      []function.Parameter{{Name: "str", Type: cty.String}, {Name: "affix", Type: cty.String}},
+		Type:        function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			s, a := args[0].AsString(), args[1].AsString()
+			if suffix {
+				return cty.BoolVal(strings.HasSuffix(s, a)), nil
+			}
+			return cty.BoolVal(strings.HasPrefix(s, a)), nil
+		},
+	})
 }
 
 func unwrapPathErr(err error) error {
@@ -178,10 +199,18 @@ func stdlibFunctions() map[string]function.Function {
 		"signum":          stdlib.SignumFunc,
 		"slice":           stdlib.SliceFunc,
 		"sort":            stdlib.SortFunc,
+		"startswith":      prefixFunc(false),
+		"endswith":        prefixFunc(true),
 		"split":           stdlib.SplitFunc,
 		"strrev":          stdlib.ReverseFunc,
 		"substr":          stdlib.SubstrFunc,
 		"timeadd":         stdlib.TimeAddFunc,
+		"tobool":          stdlib.MakeToFunc(cty.Bool),
+		"tolist":          stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+		"tomap":           stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+		"tonumber":        stdlib.MakeToFunc(cty.Number),
+		"toset":           stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+		"tostring":        stdlib.MakeToFunc(cty.String),
 		"title":           stdlib.TitleFunc,
 		"trim":            stdlib.TrimFunc,
 		"trimprefix":      stdlib.TrimPrefixFunc,

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ const (
 
 var jobSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
+		{Name: forEachAttr},
 		{Name: "provider"},
 		{Name: "mode"},
 		{Name: "ttl"},
@@ -141,6 +143,8 @@ type jobDecl struct {
 	reads        reads
 	ttlRange     hcl.Range // the ttl attribute, or the block header when omitted
 	ttlOK        bool      // ttl was given validly or defaulted
+	block        *hcl.Block
+	inst         *instance
 }
 
 func (l *loader) decodeJobs(blocks []*hcl.Block) ([]*jobDecl, hcl.Diagnostics) {
@@ -148,29 +152,52 @@ func (l *loader) decodeJobs(blocks []*hcl.Block) ([]*jobDecl, hcl.Diagnostics) {
 	var out []*jobDecl
 	seen := map[string]*jobDecl{}
 	for _, b := range blocks {
-		j, d := l.decodeJobBlock(b)
-		diags = append(diags, d...)
-		if prev, ok := seen[j.Name]; ok {
-			diags = append(diags, errorf(b.LabelRanges[0], "Duplicate job",
-				"A job named %q was already declared at %s. Job names must be unique across all files: they are the lease keys.", j.Name, prev.DeclRange))
-			continue
+		label := b.Labels[0]
+		if !jobNameRe.MatchString(label) {
+			diags = append(diags, errorf(b.LabelRanges[0], "Invalid job name",
+				"A job name must start with a letter or digit and hold only letters, digits, \"_\", \".\" and \"-\"; it is the lease key in every store."))
 		}
-		seen[j.Name] = j
-		out = append(out, j)
+		insts, d := l.expandJob(b)
+		diags = append(diags, d...)
+		per := make([]hcl.Diagnostics, len(insts))
+		var dups []string
+		var dupOf *jobDecl
+		for i, in := range insts {
+			l.inst = in
+			j, d := l.decodeJobBlock(b, in)
+			l.inst = nil
+			per[i] = d
+			if prev, ok := seen[j.Name]; ok && !in.unknown {
+				dups = append(dups, strconv.Quote(j.Name))
+				dupOf = prev
+				continue
+			}
+			seen[j.Name] = j
+			out = append(out, j)
+		}
+		diags = append(diags, mergeInstanceDiags(insts, per)...)
+		switch {
+		case len(dups) == 0:
+		case len(insts) == 1 && insts[0].key == "":
+			diags = append(diags, errorf(b.LabelRanges[0], "Duplicate job",
+				"A job named %q was already declared at %s. Job names must be unique across all files: they are the lease keys.", label, dupOf.DeclRange))
+		default:
+			diags = append(diags, errorf(b.LabelRanges[0], "Duplicate job",
+				"The for_each of this block names the job %s, already declared at %s. Job names, instances' included, must be unique across all files: they are the lease keys. An instance of job %q is named %s%sKEY.",
+				listSome(dups, 3), dupOf.DeclRange, label, label, InstanceSeparator))
+		}
 	}
 	return out, diags
 }
 
-func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
+// decodeJobBlock decodes one instance of a job block: the block itself
+// without for_each.
+func (l *loader) decodeJobBlock(block *hcl.Block, in *instance) (*jobDecl, hcl.Diagnostics) {
 	l.startReads()
 	defer l.endReads()
 	content, diags := block.Body.Content(jobSchema)
-	j := &jobDecl{DeclRange: block.DefRange, nameRange: block.LabelRanges[0]}
-	j.Name = block.Labels[0]
-	if !jobNameRe.MatchString(j.Name) {
-		diags = append(diags, errorf(block.LabelRanges[0], "Invalid job name",
-			"A job name must start with a letter or digit and hold only letters, digits, \"_\", \".\" and \"-\"; it is the lease key in every store."))
-	}
+	j := &jobDecl{DeclRange: block.DefRange, nameRange: block.LabelRanges[0], block: block, inst: in}
+	j.Name = in.name
 	b := l.attrs(content.Attributes, block, &diags)
 
 	if a, ok := content.Attributes["provider"]; ok {
@@ -275,7 +302,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block) (*jobDecl, hcl.Diagnostics) {
 	if ttlOK && renewOK {
 		diags = append(diags, checkTiming(j.Job, b, block)...)
 	}
-	j.src = l.blockSource(block)
+	j.src = withoutForEach(l.blockSource(block), block)
 	j.reads = l.rec.block
 	j.values = l.jobValues(block)
 	return j, diags
@@ -658,10 +685,12 @@ func resolveProviders(jobs []*jobDecl, provs []*providerDecl, declared int) hcl.
 	return diags
 }
 
-// fingerprint is a sha256 over the job block's source text, its provider
-// block's source text, and the env() and file() values both read (sorted by
-// name). Anything that can change how the job runs changes one of those;
-// comments and formatting count too, which only costs an unneeded handover.
+// fingerprint is a sha256 over the job block's source text (without its
+// for_each), its provider block's source text, the env() and file() values
+// both read (sorted by name), and the hashed values of both blocks'
+// attributes, which take in the variables, locals and each.value they use.
+// Anything that can change how the job runs changes one of those; comments
+// and formatting count too, which only costs an unneeded handover.
 func fingerprint(j *jobDecl, p *providerDecl) string {
 	h := sha256.New()
 	write := func(b []byte) {
@@ -679,6 +708,13 @@ func fingerprint(j *jobDecl, p *providerDecl) string {
 		for _, k := range keys {
 			write([]byte(k))
 			write([]byte(r[k]))
+		}
+		write(nil)
+	}
+	for _, vs := range []attrValues{j.values, p.values} {
+		for _, v := range vs {
+			write([]byte(v.path))
+			fmt.Fprintf(h, "%d;", v.sum)
 		}
 		write(nil)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -17,6 +18,16 @@ func checkLimits(a *agentDecl, jobs []*jobDecl, provs []*providerDecl) hcl.Diagn
 	var diags hcl.Diagnostics
 	holderChecked := map[*providerDecl]bool{}
 	var longest *jobDecl
+	// The instances of a block whose names are too long, reported once
+	// per block.
+	type tooLong struct {
+		j     *jobDecl
+		names []string
+		max   int
+	}
+	var long []*tooLong
+	longOf := map[*hcl.Block]*tooLong{}
+	seen := map[string]bool{} // a problem the instances of a block share is reported once
 	for _, j := range jobs {
 		if longest == nil || j.StopTimeout() > longest.StopTimeout() {
 			longest = j
@@ -26,14 +37,28 @@ func checkLimits(a *agentDecl, jobs []*jobDecl, provs []*providerDecl) hcl.Diagn
 			continue
 		}
 		lim := p.Settings.Limits()
-		if len(j.Name) > lim.MaxKey {
+		switch {
+		case len(j.Name) <= lim.MaxKey || j.inst.unknown:
+		case j.inst.key != "":
+			t := longOf[j.block]
+			if t == nil {
+				t = &tooLong{j: j, max: lim.MaxKey}
+				longOf[j.block] = t
+				long = append(long, t)
+			}
+			t.names = append(t.names, fmt.Sprintf("%s (%d bytes)", j.Name, len(j.Name)))
+		default:
 			diags = append(diags, errorf(j.nameRange, "Job name too long",
 				"The job name is %d bytes; provider %s keeps leases under keys of at most %d bytes.", len(j.Name), p.Ref(), lim.MaxKey))
 		}
 		if j.ttlOK {
 			if err := lim.CheckTTL(j.TTL); err != nil {
-				diags = append(diags, errorf(j.ttlRange, "Invalid ttl for "+p.Type,
-					"The ttl of a job on provider %s is refused by the store: %s (the store accepts %s).", p.Ref(), err, describeTTL(lim.MinTTL, lim.MaxTTL, lim.TTLStep)))
+				d := errorf(j.ttlRange, "Invalid ttl for "+p.Type,
+					"The ttl of a job on provider %s is refused by the store: %s (the store accepts %s).", p.Ref(), err, describeTTL(lim.MinTTL, lim.MaxTTL, lim.TTLStep))
+				if key := fmt.Sprint(d.Subject, d.Detail); !seen[key] {
+					seen[key] = true
+					diags = append(diags, d)
+				}
 			}
 		}
 		if !holderChecked[p] && len(a.NodeID)+HolderReserve > lim.MaxHolder {
@@ -41,6 +66,11 @@ func checkLimits(a *agentDecl, jobs []*jobDecl, provs []*providerDecl) hcl.Diagn
 			diags = append(diags, errorf(a.nodeIDRange, "node_id too long",
 				"The node_id is %d bytes; provider %s keeps the holder of a lease in at most %d bytes, of which the agent uses %d to tell its processes apart: at most %d bytes.", len(a.NodeID), p.Ref(), lim.MaxHolder, HolderReserve, lim.MaxHolder-HolderReserve))
 		}
+	}
+	for _, t := range long {
+		diags = append(diags, errorf(t.j.nameRange, "Instance name too long",
+			"The instances of job %q are named %s%sKEY, and provider %s keeps leases under keys of at most %d bytes. Too long: %s. Shorten the job's name or the for_each keys.",
+			t.j.block.Labels[0], t.j.block.Labels[0], InstanceSeparator, t.j.Provider, t.max, listSome(t.names, 3)))
 	}
 	if longest != nil && a.shutdownOK && a.ShutdownTimeout <= longest.StopTimeout()+KillMargin {
 		diags = append(diags, errorf(a.shutdownRange, "shutdown_timeout too short",

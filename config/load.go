@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/electd/electd/internal/redact"
 	"github.com/electd/electd/providers"
@@ -33,6 +34,16 @@ type loader struct {
 	// rec collects what env() and file() read; each file's static context
 	// records into it through a pointer.
 	rec readLog
+
+	// The declared variables (with their values) and locals, and the
+	// objects var and local that every expression sees.
+	vars       map[string]*variableDecl
+	localDecls map[string]*hcl.Attribute
+	varObj     cty.Value
+	localObj   cty.Value
+	// inst is the instance of the job block being decoded, nil between
+	// job blocks: its contexts have each.
+	inst *instance
 }
 
 type fileCtx struct {
@@ -44,6 +55,8 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "agent"},
 		{Type: "provider", LabelNames: []string{"type", "name"}},
 		{Type: "job", LabelNames: []string{"name"}},
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "locals"},
 	},
 }
 
@@ -60,6 +73,10 @@ type Options struct {
 	// AllowUnsafeFiles accepts configuration files that a user other than
 	// root or the agent's own could change.
 	AllowUnsafeFiles bool
+	// Vars are the -var and -var-file of the command line, in order. With
+	// NoEnv, a variable without a value is unknown, as env() is, and the
+	// ELECTD_VAR_* environment is not read.
+	Vars []Var
 }
 
 // Load reads the configuration at paths (files, or directories whose *.hcl
@@ -67,7 +84,8 @@ type Options struct {
 // Config. The returned Diagnostics is never nil; when it has errors the
 // Config is nil. Load never panics on any input.
 func Load(paths []string, opts Options) (cfg *Config, diags *Diagnostics) {
-	l := &loader{opts: opts, parser: hclparse.NewParser(), ctxs: map[string]fileCtx{}}
+	l := &loader{opts: opts, parser: hclparse.NewParser(), ctxs: map[string]fileCtx{},
+		varObj: cty.EmptyObjectVal, localObj: cty.EmptyObjectVal}
 	diags = &Diagnostics{}
 	defer func() {
 		// A bug in decoding must not take the agent down with a stack
@@ -121,7 +139,9 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 		return nil, diags
 	}
 	if !l.opts.AllowUnsafeFiles {
-		diags = append(diags, checkFilePerms(paths, names)...)
+		// The variable files of the directories count as configuration:
+		// whoever can write one sets what the jobs run.
+		diags = append(diags, checkFilePerms(paths, append(names, l.varFiles(paths)...))...)
 	}
 	if len(names) == 0 {
 		return nil, hcl.Diagnostics{{
@@ -149,7 +169,7 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 		return nil, diags
 	}
 
-	var agents, provBlocks, jobs []*hcl.Block
+	var agents, provBlocks, jobs, variables, locals []*hcl.Block
 	for _, f := range files {
 		content, d := f.Body.Content(rootSchema)
 		diags = append(diags, d...)
@@ -161,8 +181,21 @@ func (l *loader) load(paths []string) (*Config, hcl.Diagnostics) {
 				provBlocks = append(provBlocks, b)
 			case "job":
 				jobs = append(jobs, b)
+			case "variable":
+				variables = append(variables, b)
+			case "locals":
+				locals = append(locals, b)
 			}
 		}
+	}
+
+	// Variables, then locals, which may use them; every block after sees
+	// both.
+	diags = append(diags, l.decodeVariables(variables)...)
+	diags = append(diags, l.assignVariables(paths)...)
+	diags = append(diags, l.decodeLocals(locals)...)
+	for _, c := range l.ctxs {
+		c.setScope(l.varObj, l.localObj)
 	}
 
 	cfg := &Config{}
@@ -233,14 +266,36 @@ func (l *loader) redactor() *redact.Set {
 	return r
 }
 
-// contexts returns the evaluation contexts of the file a range is in.
+// contexts returns the evaluation contexts of the file a range is in, with
+// each in scope while an instance of a job block with for_each is decoded.
 func (l *loader) contexts(filename string) fileCtx {
 	c, ok := l.ctxs[filename]
 	if !ok {
 		c.static, c.runtime = evalContexts(filename, &l.rec, l.opts.NoEnv)
+		c.setScope(l.varObj, l.localObj)
 		l.ctxs[filename] = c
 	}
+	if l.inst != nil && l.inst.forEach() {
+		return l.inst.contexts(filename, c)
+	}
 	return c
+}
+
+// varFiles are the variable files Load reads: the directories' and -var-file's.
+func (l *loader) varFiles(paths []string) []string {
+	out := autoVarFiles(paths)
+	for _, v := range l.opts.Vars {
+		if v.File != "" {
+			out = append(out, v.File)
+		}
+	}
+	return out
+}
+
+// setScope gives both contexts the objects var and local.
+func (c fileCtx) setScope(vars, locals cty.Value) {
+	scope := map[string]cty.Value{rootVar: vars, rootLocal: locals}
+	c.static.Variables, c.runtime.Variables = scope, scope
 }
 
 // startReads begins collecting the reads of one block.

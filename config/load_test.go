@@ -47,12 +47,15 @@ func (m marker) String() string {
 	return fmt.Sprintf("%s:%d: %s: %s", filepath.Base(m.file), m.line, m.severity, m.summary)
 }
 
-// markers reads the "# ERROR: summary" comments of the *.hcl files at path.
+// markers reads the "# ERROR: summary" comments of the *.hcl and
+// *.auto.electdvars files at path.
 func markers(t *testing.T, path string) []string {
 	t.Helper()
 	files := []string{path}
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
 		files, _ = filepath.Glob(filepath.Join(path, "*.hcl"))
+		vars, _ := filepath.Glob(filepath.Join(path, "*"+AutoVarsSuffix))
+		files = append(files, vars...)
 	}
 	var out []string
 	for _, f := range files {

@@ -98,14 +98,14 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 	l.startReads()
 	defer l.endReads()
 	ctx := l.contexts(block.DefRange.Filename).static
-	// No variable exists at load time; report each reference and evaluate
-	// the rest with the references unknown so other problems still show.
-	if vars := hcldec.Variables(block.Body, t.Spec); len(vars) > 0 {
+	// var and local exist at load time, event does not. A bad reference
+	// is reported, and evaluated as unknown so that other problems still
+	// show.
+	if d, ok := l.checkRefs(hcldec.Variables(block.Body, t.Spec), scope{locals: true, what: "Provider arguments are"}); !ok {
+		diags = append(diags, d...)
 		ctx = ctx.NewChild()
 		ctx.Variables = map[string]cty.Value{}
-		for _, tr := range vars {
-			diags = append(diags, errorf(tr.SourceRange(), "Variables not allowed",
-				"Provider arguments are evaluated when the configuration is loaded, where no variables exist. The event object is only available in %s.", eventAttrs))
+		for _, tr := range hcldec.Variables(block.Body, t.Spec) {
 			ctx.Variables[tr.RootName()] = cty.DynamicVal
 		}
 	}

@@ -111,7 +111,51 @@ job "leap-day" {
   }
 }`},
 
+		{name: "variables, locals and for_each", valid: true, env: []string{"ELECTD_VAR_queue_url=amqp://q.internal/orders"}, src: agentOff + `
+variable "queue_url" {
+  type      = string
+  sensitive = true
+  validation {
+    condition     = startswith(var.queue_url, "amqp://")
+    error_message = "The queue_url must be an amqp:// URL."
+  }
+}
+locals {
+  shards = toset(range(4))
+}
+job "consumer" {
+  for_each = local.shards
+  ttl      = "15s"
+  run {
+    command = ["sleep", "600", each.key, var.queue_url]
+  }
+}`},
+
 		// Refused, each for a reason knowable without the store.
+		{name: "variable without a value", src: agentOff + `
+variable "queue_url" {
+  type = string
+}` + parityJob},
+		{name: "variable that fails its validation", env: []string{"ELECTD_VAR_queue_url=http://q"}, src: agentOff + `
+variable "queue_url" {
+  validation {
+    condition     = startswith(var.queue_url, "amqp://")
+    error_message = "The queue_url must be an amqp:// URL."
+  }
+}` + parityJob},
+		{name: "cycle in locals", src: agentOff + `
+locals {
+  a = local.b
+  b = local.a
+}` + parityJob},
+		{name: "for_each instance over the store limit", src: agentOff + `
+job "consumer" {
+  for_each = toset(["a", "` + long + `"])
+}`},
+		{name: "for_each over a list", src: agentOff + `
+job "consumer" {
+  for_each = ["a", "b"]
+}`},
 		{name: "all interfaces without a token", src: `
 agent {
   listen = "0.0.0.0:1"

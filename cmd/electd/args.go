@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/electd/electd/config"
 )
 
 // command is a subcommand's flags and what its -h prints. Every subcommand
@@ -111,4 +113,24 @@ func (c *command) usage(w io.Writer) {
 		c.PrintDefaults()
 		c.SetOutput(io.Discard)
 	}
+}
+
+// varFlags registers -var and -var-file, which set the configuration's
+// input variables, on one list in the order given: a later one wins, as in
+// Terraform.
+func (c *command) varFlags() *[]config.Var {
+	var vars []config.Var
+	c.Func("var", "set the input variable NAME to VALUE, given as `NAME=VALUE` (repeatable; a later -var or -var-file wins)", func(s string) error {
+		v, err := config.ParseVar(s)
+		if err != nil {
+			return err
+		}
+		vars = append(vars, v)
+		return nil
+	})
+	c.Func("var-file", "set input variables from `FILE`, NAME = VALUE lines in HCL, or JSON when it ends in .json (repeatable)", func(s string) error {
+		vars = append(vars, config.Var{File: s})
+		return nil
+	})
+	return &vars
 }

@@ -15,8 +15,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout, in the shape of terraform validate -json")
-	noEnv := fs.Bool("no-env", false, "validate without the environment (for CI): env(NAME) without a default is an unknown string, env(NAME, DEFAULT) is DEFAULT")
+	noEnv := fs.Bool("no-env", false, "validate without the environment (for CI): env(NAME) without a default is an unknown string, env(NAME, DEFAULT) is DEFAULT, ELECTD_VAR_* is not read, and a variable without a value is unknown")
 	unsafeConfig := fs.Bool("allow-unsafe-config", false, "accept configuration files that are world-writable or owned by another user, as run -allow-unsafe-config does")
+	vars := fs.varFlags()
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
@@ -26,7 +27,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		paths = stringList{"/etc/electd"}
 	}
 	opts := loadOptions()
-	opts.NoEnv, opts.AllowUnsafeFiles = *noEnv, *unsafeConfig
+	opts.NoEnv, opts.AllowUnsafeFiles, opts.Vars = *noEnv, *unsafeConfig, *vars
 	cfg, diags := config.Load(paths, opts)
 	if *asJSON {
 		if err := diags.WriteJSON(stdout); err != nil {

@@ -155,3 +155,47 @@ func src(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestCheckVars: -var and -var-file set the configuration's variables, the
+// later winning; -no-env leaves a variable without a value unknown.
+func TestCheckVars(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.hcl")
+	if err := os.WriteFile(path, []byte(`
+variable "shards" {
+  type = number
+  validation {
+    condition     = var.shards <= 8
+    error_message = "At most 8 shards."
+  }
+}
+job "c" {
+  for_each = toset(range(var.shards))
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	varFile := filepath.Join(dir, "v.electdvars")
+	if err := os.WriteFile(varFile, []byte("shards = 9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-var", "shards=3"}, 0, "Success! The configuration is valid (3 jobs, 1 provider)."},
+		{[]string{"-var-file", varFile}, 1, "At most 8 shards."},
+		{[]string{"-var-file", varFile, "-var", "shards=2"}, 0, "(2 jobs, 1 provider)"},
+		{[]string{"-var", "shards=2", "-var-file", varFile}, 1, "set by the file " + varFile},
+		{nil, 1, "No value for required variable"},
+		{[]string{"-no-env"}, 0, "Instances not known"},
+		{[]string{"-var", "shards"}, 2, "invalid value \"shards\" for flag -var: the argument must be NAME=VALUE"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cmdCheck(append(append([]string{}, tc.args...), path), &stdout, &stderr)
+		if out := stdout.String() + stderr.String(); code != tc.code || !strings.Contains(out, tc.out) {
+			t.Errorf("check %v: exit %d, want %d with %q:\n%s", tc.args, code, tc.code, tc.out, out)
+		}
+	}
+}

@@ -26,6 +26,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the leases as JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the stores, in all")
 	unsafeConfig := fs.Bool("allow-unsafe-config", false, "read configuration files that are world-writable or owned by another user")
+	vars := fs.varFlags()
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
@@ -35,7 +36,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		paths = stringList{"/etc/electd"}
 	}
 	opts := loadOptions()
-	opts.AllowUnsafeFiles = *unsafeConfig
+	opts.AllowUnsafeFiles, opts.Vars = *unsafeConfig, *vars
 	cfg, diags := config.Load(paths, opts)
 	if diags.HasErrors() {
 		diags.WriteText(stderr)

@@ -35,6 +35,7 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
 	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
 	asJSON := fs.Bool("json", false, "print the plan as JSON, as POST /v1/plan returns it")
+	vars := fs.varFlags()
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		if exit == planChanges {
@@ -54,12 +55,16 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 		}
 		abs = append(abs, a)
 	}
+	if err := absVarFiles(*vars); err != nil {
+		fmt.Fprintln(stderr, "electd plan:", err)
+		return planError
+	}
 	if len(abs) > 0 {
 		// The problems with their source lines, as `electd check -no-env`
 		// shows them: the environment that counts is the agent's, and the
 		// agent judges the files' permissions.
 		opts := loadOptions()
-		opts.NoEnv, opts.AllowUnsafeFiles = true, true
+		opts.NoEnv, opts.AllowUnsafeFiles, opts.Vars = true, true, *vars
 		if _, diags := config.Load(abs, opts); diags.HasErrors() {
 			diags.WriteText(stderr)
 			fmt.Fprintln(stderr, "electd plan: the configuration is invalid; a reload would reject it")
@@ -67,7 +72,7 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var st api.PlanStatus
-	if err := apiRequest(http.MethodPost, *addr, "/v1/plan", *token, api.PlanRequest{Paths: abs}, time.Minute, http.StatusUnprocessableEntity, &st); err != nil {
+	if err := apiRequest(http.MethodPost, *addr, "/v1/plan", *token, api.PlanRequest{Paths: abs, Vars: *vars}, time.Minute, http.StatusUnprocessableEntity, &st); err != nil {
 		fmt.Fprintln(stderr, "electd plan:", err)
 		return planError
 	}
@@ -97,8 +102,17 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
 	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
 	asJSON := fs.Bool("json", false, "print the outcome as JSON, as POST /v1/reload returns it")
+	vars := fs.varFlags()
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
+	}
+	var body any // none: the agent keeps the variables it used before
+	if len(*vars) > 0 {
+		if err := absVarFiles(*vars); err != nil {
+			fmt.Fprintln(stderr, "electd reload:", err)
+			return 1
+		}
+		body = api.ReloadRequest{Vars: *vars}
 	}
 	if *token == "" {
 		*token = os.Getenv(envToken)
@@ -106,7 +120,7 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	var st api.ReloadStatus
 	// A reload waits for the restarted jobs to stop: up to their
 	// stop_timeout, and the agent allows it five minutes.
-	if err := apiRequest(http.MethodPost, *addr, "/v1/reload", *token, nil, 6*time.Minute, http.StatusUnprocessableEntity, &st); err != nil {
+	if err := apiRequest(http.MethodPost, *addr, "/v1/reload", *token, body, 6*time.Minute, http.StatusUnprocessableEntity, &st); err != nil {
 		fmt.Fprintln(stderr, "electd reload:", err)
 		return 1
 	}
@@ -121,6 +135,22 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 		writeChanges(stdout, st.Changes, "")
 	}
 	return 0
+}
+
+// absVarFiles makes the -var-file paths absolute: the agent reads them,
+// and its working directory means nothing to the client.
+func absVarFiles(vars []config.Var) error {
+	for i, v := range vars {
+		if v.File == "" {
+			continue
+		}
+		a, err := filepath.Abs(v.File)
+		if err != nil {
+			return fmt.Errorf("-var-file: %v", err)
+		}
+		vars[i].File = a
+	}
+	return nil
 }
 
 // writeChanges prints a plan (would is the sentence's start: "a reload of

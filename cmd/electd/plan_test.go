@@ -230,3 +230,55 @@ func TestPlanAndReload(t *testing.T) {
 		t.Errorf("reload of an invalid file: exit %d, want 1\n%s", code, errOut)
 	}
 }
+
+// TestPlanAndReloadVars: plan and reload with -var on an agent whose jobs
+// are a for_each over a variable: the instances added and removed are
+// listed, those that stay are kept, and the agent keeps a reload's
+// variables for the reloads after it (SIGHUP), until another reload gives
+// its own.
+func TestPlanAndReloadVars(t *testing.T) {
+	t.Setenv(envAddr, "")
+	t.Setenv(envToken, "")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "electd.hcl")
+	planFiles(t, path, filepath.Join(dir, "leases.db"), `
+variable "shards" {
+  type    = number
+  default = 2
+}
+job "shard" {
+  for_each = toset(range(var.shards))`+planTiming+`  run {
+    command      = ["sleep", "600"]
+    stop_timeout = "1s"
+  }
+}
+`)
+	url := startPlanAgent(t, path)
+	varFile := filepath.Join(dir, "four.electdvars")
+	if err := os.WriteFile(varFile, []byte("shards = 4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, code, wantCode int, out string, want ...string) {
+		t.Helper()
+		if code != wantCode {
+			t.Errorf("%s: exit %d, want %d\n%s", what, code, wantCode, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in\n%s", what, w, out)
+			}
+		}
+	}
+	code, out, errOut := runCLI("plan", "-addr", url, "-var-file", varFile)
+	check("plan -var-file", code, planChanges, out+errOut, "  + shard.2\n", "  + shard.3\n", "Plan: 2 to add, 0 to restart, 0 to remove, 2 kept")
+	code, out, errOut = runCLI("plan", "-addr", url, "-config", path, "-var", "shards=x")
+	check("plan -var shards=x", code, planError, out+errOut, "Invalid value for input variable")
+
+	code, out, errOut = runCLI("reload", "-addr", url, "-var", "shards=4")
+	check("reload -var shards=4", code, 0, out+errOut, "  + shard.2\n", "  + shard.3\n", "Reloaded: 2 added, 0 restarted, 0 removed, 2 kept")
+	// A reload without -var (SIGHUP's) keeps the 4.
+	code, out, errOut = runCLI("reload", "-addr", url)
+	check("reload", code, 0, out+errOut, "Reloaded: no changes; all 4 jobs kept")
+	code, out, errOut = runCLI("reload", "-addr", url, "-var", "shards=1")
+	check("reload -var shards=1", code, 0, out+errOut, "  - shard.1\n", "  - shard.2\n", "  - shard.3\n", "Reloaded: 0 added, 0 restarted, 3 removed, 1 kept")
+}

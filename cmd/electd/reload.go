@@ -22,6 +22,7 @@ import (
 // the running one stays.
 type reloader struct {
 	paths     []string
+	vars      []config.Var // -var and -var-file of electd run
 	allowPerm bool
 	agent     *agent.Agent
 	log       hclog.Logger
@@ -29,9 +30,27 @@ type reloader struct {
 
 	mu   sync.Mutex
 	last *api.ReloadStatus
+	// reloadVars are the -var and -var-file of the last accepted `electd
+	// reload` that gave any: over run's, until another replaces them. They
+	// have a lock of their own: a plan does not wait for a reload.
+	varsMu     sync.Mutex
+	reloadVars []config.Var
 }
 
-func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
+// varsFor are the variables of a reload or plan given vars (nil: none
+// given, those used before).
+func (r *reloader) varsFor(vars []config.Var) (all, given []config.Var) {
+	r.varsMu.Lock()
+	defer r.varsMu.Unlock()
+	if vars == nil {
+		vars = r.reloadVars
+	}
+	return append(append([]config.Var(nil), r.vars...), vars...), vars
+}
+
+// reload reloads the configuration, with vars over run's when given (the
+// API's `electd reload -var`), or else with those used before (SIGHUP).
+func (r *reloader) reload(ctx context.Context, vars []config.Var) (result api.ReloadStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sdNotify(r.log, reloadingState())
@@ -53,6 +72,7 @@ func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
 	}()
 	opts := loadOptions()
 	opts.AllowUnsafeFiles = r.allowPerm
+	opts.Vars, vars = r.varsFor(vars)
 	cfg, diags := loadLean(r.paths, opts)
 	if diags.HasErrors() {
 		return fail(diagSummary(diags))
@@ -68,6 +88,9 @@ func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
 		r.log.Warn("the agent block changed; those settings take effect at the next restart", "attributes", strings.Join(plan.Agent, ", "))
 	}
 	st.OK = true
+	r.varsMu.Lock()
+	r.reloadVars = vars
+	r.varsMu.Unlock()
 	st.Changes = api.ChangesOf(plan)
 	r.log.Info("configuration reloaded", "kept", len(st.Kept), "restarted", st.Restarted,
 		"added", st.Added, "removed", st.Removed)
@@ -78,7 +101,7 @@ func (r *reloader) reload(ctx context.Context) (result api.ReloadStatus) {
 // would, with the agent's environment, and says what a reload would do. It
 // changes nothing, and does not wait for a reload under way: the plan is
 // against the jobs running when it is made.
-func (r *reloader) plan(_ context.Context, paths []string) (result api.PlanStatus) {
+func (r *reloader) plan(_ context.Context, paths []string, vars []config.Var) (result api.PlanStatus) {
 	if len(paths) == 0 {
 		paths = r.paths
 	}
@@ -91,6 +114,7 @@ func (r *reloader) plan(_ context.Context, paths []string) (result api.PlanStatu
 	}()
 	opts := loadOptions()
 	opts.AllowUnsafeFiles = r.allowPerm
+	opts.Vars, _ = r.varsFor(vars)
 	cfg, diags := config.Load(paths, opts)
 	if diags.HasErrors() {
 		st.Error = diagSummary(diags)

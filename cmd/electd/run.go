@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var paths stringList
 	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
 	unsafeConfig := fs.Bool("allow-unsafe-config", false, "run a configuration that is world-writable or owned by another user")
+	vars := fs.varFlags()
 	pprofAddr := fs.String("pprof", "", "serve Go's runtime profiles (/debug/pprof/) on `ADDR`, a loopback address such as 127.0.0.1:6060; off by default")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -60,8 +62,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	// -var-file paths are read again at each reload, from wherever the
+	// agent's working directory is then.
+	for i, v := range *vars {
+		if v.File != "" {
+			if abs, err := filepath.Abs(v.File); err == nil {
+				(*vars)[i].File = abs
+			}
+		}
+	}
 	opts := loadOptions()
-	opts.AllowUnsafeFiles = *unsafeConfig
+	opts.AllowUnsafeFiles, opts.Vars = *unsafeConfig, *vars
 	cfg, diags := loadLean(paths, opts)
 	if diags.HasErrors() {
 		diags.WriteText(stderr)
@@ -111,7 +122,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	rl := &reloader{paths: paths, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), secrets: secrets}
+	rl := &reloader{paths: paths, vars: *vars, allowPerm: *unsafeConfig, agent: a, log: log.Named("reload"), secrets: secrets}
 
 	// The API listens before READY=1, so a unit ordered after electd finds it.
 	var srv *http.Server
@@ -148,7 +159,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				log.Info("received SIGHUP while stopping: ignored")
 			case sig == syscall.SIGHUP:
 				log.Info("received SIGHUP: reloading the configuration")
-				go rl.reload(ctx)
+				go rl.reload(ctx, nil)
 			case !stopping:
 				stopping = true
 				stopAt <- time.Now()

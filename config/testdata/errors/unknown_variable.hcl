@@ -1,5 +1,5 @@
 job "a" {
   run {
-    command = ["x", var.thing] # ERROR: Unknown variable
+    command = ["x", vars.thing] # ERROR: Unknown variable
   }
 }

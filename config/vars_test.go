@@ -1,0 +1,260 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// loadSrc writes files (name -> source) into a directory and loads it.
+func loadSrc(t *testing.T, files map[string]string, opts Options) (*Config, *Diagnostics, string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, src := range files {
+		writeFile(t, filepath.Join(dir, name), []byte(src))
+	}
+	cfg, diags := Load([]string{dir}, opts)
+	return cfg, diags, dir
+}
+
+func diagText(d *Diagnostics) string {
+	var b strings.Builder
+	d.WriteText(&b)
+	return b.String()
+}
+
+// argv is the command of a job's run block, evaluated for an empty event.
+func argv(t *testing.T, cfg *Config, name string) []string {
+	t.Helper()
+	out, err := job(t, cfg, name).Run.Command.Argv.Eval(Event{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+const fiveVars = `
+variable "a" { default = "default-a" }
+variable "b" { default = "default-b" }
+variable "c" { default = "default-c" }
+variable "d" { default = "default-d" }
+variable "e" { default = "default-e" }
+job "j" {
+  run {
+    command = [var.a, var.b, var.c, var.d, var.e]
+  }
+}
+`
+
+// Each source beats those below it, as in Terraform: default <
+// ELECTD_VAR_name < *.auto.electdvars (in name order) < -var and -var-file,
+// of which the later wins.
+func TestVariablePrecedence(t *testing.T) {
+	t.Setenv("ELECTD_VAR_b", "env-b")
+	t.Setenv("ELECTD_VAR_c", "env-c")
+	varFile := writeFile(t, filepath.Join(t.TempDir(), "given.electdvars"), []byte("d = \"file-d\"\ne = \"file-e\"\n"))
+	opts := testOpts
+	opts.Vars = []Var{{Name: "d", Value: "flag-d"}, {File: varFile}, {Name: "e", Value: "flag-e"}}
+	cfg, diags, _ := loadSrc(t, map[string]string{
+		"main.hcl":               fiveVars,
+		"a.auto.electdvars":      "c = \"auto-a-c\"\nd = \"auto-d\"\n",
+		"b.auto.electdvars.json": `{"c": "auto-b-c"}`,
+	}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	got := strings.Join(argv(t, cfg, "j"), " ")
+	if want := "default-a env-b auto-b-c file-d flag-e"; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+}
+
+// A -var is taken as it is for a variable of a primitive type or without
+// one, and parsed as HCL for a collection; the result is converted to the
+// type.
+func TestVariableTypes(t *testing.T) {
+	src := `
+variable "n" { type = number }
+variable "zones" { type = list(string) }
+variable "raw" {}
+variable "obj" {
+  type = object({ name = string, port = optional(number, 5672) })
+}
+job "j" {
+  run {
+    command = concat([tostring(var.n + 1), var.raw, var.obj.name, tostring(var.obj.port)], var.zones)
+  }
+}
+`
+	opts := testOpts
+	opts.Vars = []Var{{Name: "n", Value: "41"}, {Name: "zones", Value: `["a", "b"]`}, {Name: "raw", Value: `["not", "parsed"]`}, {Name: "obj", Value: `{ name = "q" }`}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	if got, want := strings.Join(argv(t, cfg, "j"), "|"), `42|["not", "parsed"]|q|5672|a|b`; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+
+	for _, tc := range []struct {
+		name, summary string
+		vars          []Var
+	}{
+		{"not a number", "Invalid value for input variable", []Var{{Name: "n", Value: "forty"}, {Name: "zones", Value: "[]"}, {Name: "raw", Value: ""}, {Name: "obj", Value: "{name = \"q\"}"}}},
+		{"not an expression", "Invalid value for input variable", []Var{{Name: "n", Value: "1"}, {Name: "zones", Value: "[a"}, {Name: "raw", Value: ""}, {Name: "obj", Value: "{name = \"q\"}"}}},
+		{"undeclared", "Value for undeclared variable", []Var{{Name: "n", Value: "1"}, {Name: "zones", Value: "[]"}, {Name: "raw", Value: ""}, {Name: "obj", Value: "{name = \"q\"}"}, {Name: "nope", Value: "x"}}},
+		{"missing", "No value for required variable", []Var{{Name: "n", Value: "1"}, {Name: "zones", Value: "[]"}, {Name: "raw", Value: ""}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testOpts
+			opts.Vars = tc.vars
+			_, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+			if s := summaries(diags); len(s) != 1 || s[0] != tc.summary {
+				t.Errorf("summaries %q, want [%s]\n%s", s, tc.summary, diagText(diags))
+			}
+		})
+	}
+}
+
+func TestParseVar(t *testing.T) {
+	for arg, ok := range map[string]bool{"a=b": true, "a=": true, "a=b=c": true, "_x1=1": true, "a": false, "=b": false, "1a=b": false, "a b=c": false} {
+		v, err := ParseVar(arg)
+		if (err == nil) != ok {
+			t.Errorf("ParseVar(%q) = %+v, %v; want ok=%v", arg, v, err, ok)
+		}
+	}
+	if v, _ := ParseVar("a=b=c"); v.Name != "a" || v.Value != "b=c" {
+		t.Errorf("ParseVar(a=b=c) = %+v", v)
+	}
+	if _, err := ParseVar("token"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// A sensitive variable's value is a secret: it joins Config.Secrets, which
+// mask the agent's log and API, and no diagnostic shows it, even where a
+// function quotes it.
+func TestSensitiveVariable(t *testing.T) {
+	const secret = "amqp://user:hunter2-very-secret@q"
+	src := `
+variable "queue_url" {
+  type      = string
+  sensitive = true
+}
+variable "port" {
+  type      = string
+  sensitive = true
+  default   = "not-a-port-secret"
+}
+job "j" {
+  ttl = "${parseint(var.port, 10)}s"
+  run {
+    command = ["/bin/consumer", var.queue_url]
+  }
+}
+`
+	opts := testOpts
+	opts.Vars = []Var{{Name: "queue_url", Value: secret}}
+	_, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	text := diagText(diags)
+	if !diags.HasErrors() || strings.Contains(text, "not-a-port-secret") {
+		t.Errorf("want parseint's error with the value masked:\n%s", text)
+	}
+
+	src = strings.Replace(src, `ttl = "${parseint(var.port, 10)}s"`, "", 1)
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	found := map[string]bool{}
+	for _, s := range cfg.Secrets {
+		found[s] = true
+	}
+	if !found[secret] || !found["not-a-port-secret"] {
+		t.Errorf("Secrets %q lack the sensitive values", cfg.Secrets)
+	}
+}
+
+// Without the environment (check -no-env), a variable without a value is
+// unknown, as an unset env() is: no error, and nothing that depends on it
+// is judged. ELECTD_VAR_* is not read; -var still is.
+func TestVariablesNoEnv(t *testing.T) {
+	src := `
+variable "queue_url" {
+  type = string
+  validation {
+    condition     = startswith(var.queue_url, "amqp://")
+    error_message = "The queue_url must be an amqp:// URL."
+  }
+}
+variable "shards" { type = number }
+variable "ttl" { default = "15s" }
+job "consumer" {
+  for_each = toset(range(var.shards))
+  ttl      = var.ttl
+  run {
+    command = ["/bin/consumer", "--shard", each.key, var.queue_url]
+  }
+}
+`
+	t.Setenv("ELECTD_VAR_queue_url", "http://not-amqp")
+	opts := testOpts
+	opts.NoEnv = true
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	if s := summaries(diags); len(s) != 1 || s[0] != "Instances not known" {
+		t.Errorf("diagnostics %q, want the warning that the instances were not checked", s)
+	}
+	if len(cfg.Jobs) != 1 {
+		t.Errorf("%d jobs, want the block checked once", len(cfg.Jobs))
+	}
+
+	// Given with -var, the instances are checked one by one.
+	opts.Vars = []Var{{Name: "shards", Value: "3"}, {Name: "ttl", Value: "soon"}}
+	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Invalid duration" {
+		t.Errorf("diagnostics %q, want the bad ttl once", s)
+	}
+
+	// With the environment, the same file is judged on its values.
+	opts.NoEnv, opts.Vars = false, []Var{{Name: "shards", Value: "3"}}
+	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Invalid value for variable" {
+		t.Errorf("diagnostics %q, want the failed validation of ELECTD_VAR_queue_url", s)
+	}
+}
+
+// A var file given with -var-file that sets an undeclared variable is an
+// error; one that does not exist says so.
+func TestVarFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, filepath.Join(dir, "bad.electdvars"), []byte("nope = 1\n"))
+	opts := testOpts
+	opts.Vars = []Var{{File: bad}}
+	_, diags, _ := loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Value for undeclared variable" {
+		t.Errorf("diagnostics %q", s)
+	}
+	opts.Vars = []Var{{File: filepath.Join(dir, "missing.electdvars")}}
+	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
+	if !diags.HasErrors() || !strings.Contains(diagText(diags), "missing.electdvars") {
+		t.Errorf("a missing var file: %s", diagText(diags))
+	}
+}
+
+// A world-writable *.auto.electdvars sets what the jobs run, as a
+// configuration file does: it is refused the same way.
+func TestAutoVarFilePermissions(t *testing.T) {
+	_, _, dir := loadSrc(t, map[string]string{"main.hcl": fiveVars}, testOpts)
+	p := writeFile(t, filepath.Join(dir, "x.auto.electdvars"), []byte("a = \"x\"\n"))
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_, diags := Load([]string{dir}, testOpts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Unsafe configuration file" {
+		t.Errorf("diagnostics %q, want the world-writable var file refused", s)
+	}
+}
