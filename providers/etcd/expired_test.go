@@ -14,8 +14,9 @@ import (
 
 // TestCrashTakeover: a holder stops renewing (a crash: no Renew, no
 // Release); a candidate polling as the agent does (every 100 ms, or when
-// HeldError.Remaining says) revokes the expired lease itself instead of
-// waiting for etcd's expiry loop (every 500 ms), and takes the term.
+// HeldError.Remaining says), with Acquire and with AcquireMany (as the
+// agent asks), revokes the expired lease itself instead of waiting for
+// etcd's expiry loop (every 500 ms), and takes the term.
 //
 //	go test -count=1 -run TestCrashTakeover -v ./providers/etcd/
 func TestCrashTakeover(t *testing.T) {
@@ -38,7 +39,13 @@ func TestCrashTakeover(t *testing.T) {
 		// and before it was answered: the lease ends by then + ttl.
 		end := time.Now().Add(ttl)
 		for {
-			lb, err := cand.Acquire(ctx, key, "b", ttl)
+			var lb providers.Lease
+			if round%2 == 0 {
+				lb, err = cand.Acquire(ctx, key, "b", ttl)
+			} else { // as the agent asks
+				ls, errs := cand.AcquireMany(ctx, []providers.AcquireRequest{{Key: key, Holder: "b", TTL: ttl}})
+				lb, err = ls[0], errs[0]
+			}
 			if err == nil {
 				if lb.Token != la.Token+1 {
 					t.Fatalf("token %d after the crash, want %d", lb.Token, la.Token+1)
