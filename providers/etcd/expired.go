@@ -22,86 +22,91 @@ import (
 // The hard part is knowing that it is expired. LeaseTimeToLive answers
 // trunc(remaining) in whole seconds, so TTL 0 means anything in (-1 s, 1 s):
 // TTL 0 alone is not "expired". The candidate's own clock alone is not
-// either (the holder may have renewed). Together they are: each answer
-// bounds remaining from above, remaining(read) < TTL + 1 s, and while the
-// holder does not renew, remaining falls as time passes, so a later read
-// sent at s has remaining < TTL_i + 1 s - (s - r_i) for every earlier read i
-// (answered at r_i). A renewal sets remaining back to the granted ttl G, so
-// etcd answers TTL >= 1 for the G-1 s after it: two reads less than G-1 s
-// apart (the send of one to the answer of the next) see any renewal between
-// them as a TTL that went up. A chain of such reads with no TTL going up is
-// a stretch without renewals, and when a read of it is sent at or after
-// r_i + TTL_i + 1 s of an earlier one, the lease was expired when etcd
-// answered it. Only then is it revoked.
+// either (the holder may have renewed). Together they are. A renewal sets
+// remaining back to the granted ttl G, so etcd answers TTL >= 1 for the
+// G-1 s after it. Take a run of reads that all answered TTL 0, each sent
+// less than G-1 s before the next one was answered: a renewal between two
+// of them would have made the later one answer >= 1, so there was none
+// from the first read of the run to the last. The first read bounds
+// remaining from above (< 1 s when etcd answered it, at or before its
+// answer r_1); with no renewal since, remaining falls as time passes, so a
+// read of the run sent at or after r_1 + 1 s was answered when the lease
+// had expired. Only then is it revoked.
+//
+// Reads that answer TTL >= 1 bound nothing: a renewal after such a read
+// leaves the next one at >= 1 too, unseen (with G = 2 and renewals every
+// 500 ms, etcd answers 1 at every read of a live lease). They only say
+// when the lease may reach its last second: remaining >= TTL, so not
+// before TTL-1 s later, and Remaining sends the candidate back then, and
+// every 100 ms once it can.
 //
 // Candidates poll at retry_every (or when HeldError.Remaining says), so the
-// chain is made of the reads Acquire makes anyway; Remaining is cut to the
-// point where the chain would prove the expiry.
+// run is made of the reads Acquire and AcquireMany make anyway; Remaining
+// is cut to the point where the run would prove the expiry.
 
 // chainMargin covers the difference in rate between this host's clock and
 // the etcd leader's over a chain (a few seconds at most) and the time
 // between a read's answer and the local timestamp taken of it.
 const chainMargin = 20 * time.Millisecond
 
-// ttlChain is the reads of one lease's time to live since it was last seen
-// renewed, on this host's monotonic clock.
+// ttlChain is a run of reads of one lease's time to live that all
+// answered 0, on this host's monotonic clock.
 type ttlChain struct {
 	lastSent time.Time     // send of the newest read
-	lastTTL  int64         // its answer
-	deadline time.Time     // min over the chain of answer + TTL + 1 s: the lease has expired by then
-	gap      time.Duration // the longest a renewal stays visible: G - 1 s, less the margin
+	deadline time.Time     // the first read's answer + 1 s: the lease has expired by then
+	gap      time.Duration // the longest a renewal stays unseen: G - 1 s, less the margin
 }
 
-// ttlChains holds the chains of the leases this provider has asked about.
+// ttlChains holds the runs of the leases this provider has asked about.
 type ttlChains struct {
 	mu sync.Mutex
 	m  map[clientv3.LeaseID]*ttlChain
 }
 
+// nearEnd is how often a candidate reads a lease that may be in its last
+// second (it answered TTL 1): the first read that answers 0 starts the run
+// that proves the expiry, so this is how late after the lease's end the
+// proof can come, at most, besides the margin.
+const nearEnd = 100 * time.Millisecond
+
 // observe adds a read of lease id (sent at sent, answered at answered with
-// ttl and granted) to its chain and reports whether the chain proves that
-// the lease was expired when etcd answered, and the instant from which the
-// next read would prove it (zero when that read would come too late to
-// carry the chain on).
-func (c *ttlChains) observe(id clientv3.LeaseID, sent, answered time.Time, ttl, granted int64) (expired bool, proofAt time.Time) {
+// ttl and granted) and reports whether it proves that the lease was expired
+// when etcd answered, and when to read next: the instant from which a read
+// would prove it, or sooner to catch the lease's last second (zero: no
+// advice).
+func (c *ttlChains) observe(id clientv3.LeaseID, sent, answered time.Time, ttl, granted int64) (expired bool, next time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[clientv3.LeaseID]*ttlChain{}
 	}
-	bound := answered.Add(time.Duration(ttl+1) * time.Second)
-	ch, ok := c.m[id]
-	switch {
-	case ok && answered.Sub(ch.lastSent) < ch.gap && ttl <= ch.lastTTL:
-		// No renewal could hide between the two reads: the chain goes on.
-		expired = !sent.Before(ch.deadline.Add(chainMargin))
-		if bound.Before(ch.deadline) {
-			ch.deadline = bound
-		}
-	default:
-		// A first read, a renewal seen, or reads too far apart: a chain
-		// starts here.
-		gap := time.Duration(granted-1)*time.Second - chainMargin
-		if gap <= 0 {
-			delete(c.m, id)
-			return false, time.Time{}
-		}
-		ch = &ttlChain{deadline: bound, gap: gap}
-		c.m[id] = ch
-	}
-	ch.lastSent, ch.lastTTL = sent, ttl
-	if expired {
+	gap := time.Duration(granted-1)*time.Second - chainMargin
+	if ttl > 0 || gap <= 0 {
 		delete(c.m, id)
-		return true, time.Time{}
-	}
-	c.prune(answered)
-	proofAt = ch.deadline.Add(chainMargin)
-	if proofAt.Sub(sent) > ch.gap*4/5 {
-		// Too far for one more read to carry the chain on: the reads of
-		// a candidate polling at retry_every may.
+		if ttl == 1 && gap > 0 {
+			return false, answered.Add(nearEnd)
+		}
 		return false, time.Time{}
 	}
-	return false, proofAt
+	ch, ok := c.m[id]
+	if ok && answered.Sub(ch.lastSent) < ch.gap {
+		// No renewal could hide between the two reads: the run goes on.
+		if !sent.Before(ch.deadline.Add(chainMargin)) {
+			delete(c.m, id)
+			return true, time.Time{}
+		}
+	} else {
+		// The first read of a run, or one too far from the last.
+		ch = &ttlChain{deadline: answered.Add(time.Second), gap: gap}
+		c.m[id] = ch
+	}
+	ch.lastSent = sent
+	c.prune(answered)
+	next = ch.deadline.Add(chainMargin)
+	if next.Sub(sent) > ch.gap*4/5 {
+		next = sent.Add(ch.gap / 2) // a read halfway keeps the run going
+	}
+	return false, next
 }
 
 // forget drops the chain of a lease that is gone.
@@ -127,8 +132,8 @@ func (c *ttlChains) prune(now time.Time) {
 // timeLeft asks etcd how long the lease has left (LeaseTimeToLive), by the
 // clock of etcd's lessor. etcd answers in whole seconds, truncated, so the
 // lease ends within the second after TTL: TTL+1 s is reported, never less
-// than etcd's own, or less when the reads of this provider will prove the
-// lease expired sooner (ttlChain). alive is false, and left 0, when the
+// than etcd's own, or less when a read sooner may prove the lease expired
+// (ttlChain). alive is false, and left 0, when the
 // lease is gone: expired and revoked by etcd since the key was read, or
 // proven expired by the reads of its chain and revoked here.
 func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (left time.Duration, alive bool, err error) {
@@ -143,7 +148,7 @@ func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id client
 		return 0, false, fmt.Errorf("lease time to live: %w", err)
 	}
 	left = time.Duration(resp.TTL+1) * time.Second
-	expired, proofAt := p.chains.observe(id, sent, answered, resp.TTL, resp.GrantedTTL)
+	expired, next := p.chains.observe(id, sent, answered, resp.TTL, resp.GrantedTTL)
 	if expired {
 		if _, err := cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return 0, false, fmt.Errorf("revoke expired lease: %w", err)
@@ -151,8 +156,8 @@ func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id client
 		p.log.Debug("revoked an expired lease", "lease", fmt.Sprintf("%x", int64(id)), "ttl_read", resp.TTL)
 		return 0, false, nil
 	}
-	if !proofAt.IsZero() {
-		left = min(left, max(proofAt.Sub(answered), time.Millisecond))
+	if !next.IsZero() {
+		left = min(left, max(next.Sub(answered), time.Millisecond))
 	}
 	return left, true, nil
 }

@@ -127,6 +127,42 @@ func TestLiveLeaseNotRevoked(t *testing.T) {
 	t.Logf("%d answers with less than a second left, no revoke", zeros)
 }
 
+// TestLiveLeaseOftenRenewedNotRevoked: a holder renewing a 2 s lease every
+// 500 ms (etcd answers TTL 1 at every read, and a renewal between two reads
+// shows in neither) is never revoked by a candidate asking every 20 ms.
+func TestLiveLeaseOftenRenewedNotRevoked(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	holder, cand := open(t, s), open(t, s)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	la, err := holder.Acquire(ctx, "job", "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, endpoint)
+	stop := time.Now().Add(6 * time.Second)
+	renewed := time.Now()
+	for time.Now().Before(stop) {
+		if time.Since(renewed) > 500*time.Millisecond {
+			sent := time.Now()
+			if la, err = holder.Renew(ctx, la); err != nil {
+				t.Fatalf("the holder's renewal %s after the last: %v", sent.Sub(renewed), err)
+			}
+			renewed = sent
+		}
+		ls, errs := cand.AcquireMany(ctx, []providers.AcquireRequest{{Key: "job", Holder: "b", TTL: ttl}})
+		if !errors.Is(errs[0], providers.ErrHeld) {
+			t.Fatalf("candidate's AcquireMany of a live lease (renewed %s ago): %+v, %v", time.Since(renewed), ls[0], errs[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := scrape(t, endpoint).sub(before); d.started["LeaseRevoke"] != 0 {
+		t.Fatalf("LeaseRevoke %d: a live lease was revoked", d.started["LeaseRevoke"])
+	}
+}
+
 // TestChain: the rule that proves a lease expired, on given reads.
 func TestChain(t *testing.T) {
 	t0 := time.Unix(1000, 0)
@@ -145,9 +181,10 @@ func TestChain(t *testing.T) {
 		{"TTL 0 for over a second, reads close", 2, []read{{0, 5, 0}, {400, 405, 0}, {800, 805, 0}, {1030, 1035, 0}}, true},
 		{"TTL 0 for under a second", 2, []read{{0, 5, 0}, {400, 405, 0}, {800, 805, 0}, {1000, 1005, 0}}, false},
 		{"reads too far apart for a renewal to show", 2, []read{{0, 5, 0}, {1030, 1035, 0}}, false},
-		{"a renewal seen restarts the chain", 2, []read{{0, 5, 0}, {500, 505, 1}, {900, 905, 0}, {1100, 1105, 0}}, false},
-		{"from TTL 1 down", 2, []read{{0, 5, 1}, {600, 605, 1}, {1200, 1205, 0}, {1800, 1805, 0}, {2030, 2035, 0}}, true},
-		{"a 10 s lease read rarely", 10, []read{{0, 5, 3}, {3000, 3005, 0}, {4100, 4105, 0}}, true},
+		{"a renewal seen restarts the run", 2, []read{{0, 5, 0}, {500, 505, 1}, {900, 905, 0}, {1100, 1105, 0}}, false},
+		{"TTL 1 reads bound nothing: a renewal after them is unseen", 2, []read{{0, 5, 1}, {600, 605, 1}, {1200, 1205, 1}, {1800, 1805, 1}, {2100, 2105, 0}}, false},
+		{"from TTL 1 down, a second of zeros", 2, []read{{0, 5, 1}, {600, 605, 0}, {1200, 1205, 0}, {1630, 1635, 0}}, true},
+		{"a 10 s lease read rarely", 10, []read{{0, 5, 3}, {3000, 3005, 0}, {4030, 4035, 0}}, true},
 		{"granted 1 s: no renewal can be excluded", 1, []read{{0, 5, 0}, {200, 205, 0}, {1100, 1105, 0}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
