@@ -26,8 +26,9 @@ func stores() []store {
 	for _, name := range []string{"sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "zookeeper", "nats", "azure_blob", "datastore"} {
 		st := store{name: name, tm: defaultTiming, handover: polled}
 		if cluster.Notifies(name) {
-			// PostgreSQL and Redis announce a release; etcd, ZooKeeper,
-			// NATS and SQLite (a file watch) watch: well under a second.
+			// PostgreSQL and Redis announce a release, MySQL rings a named
+			// lock; etcd, ZooKeeper, NATS and SQLite (a file watch) watch:
+			// well under a second.
 			st.handover = time.Second
 		}
 		switch name {

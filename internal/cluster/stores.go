@@ -43,13 +43,13 @@ func RandomSuffix() string {
 var ProviderNames = []string{"sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "zookeeper", "nats", "datastore", "mongodb", "azure_blob"}
 
 // Notifies reports whether the provider wakes waiting candidates when a
-// lease is released (PostgreSQL LISTEN/NOTIFY, Redis pub/sub, etcd and
-// ZooKeeper watches, a NATS key-value watch, SQLite's file watch for the
-// agents of one machine); the others find a released lease on their next
-// retry.
+// lease is released (PostgreSQL LISTEN/NOTIFY, MySQL named locks, Redis
+// pub/sub, etcd and ZooKeeper watches, a NATS key-value watch, SQLite's
+// file watch for the agents of one machine); the others find a released
+// lease on their next retry.
 func Notifies(name string) bool {
 	switch name {
-	case "sqlite", "postgres", "redis", "redlock", "etcd", "zookeeper", "nats":
+	case "sqlite", "postgres", "mysql", "redis", "redlock", "etcd", "zookeeper", "nats":
 		return true
 	}
 	return false

@@ -35,10 +35,10 @@ type newTerm struct {
 // found free or the caller's goes on the session of its ttl (one keep-alive
 // or grant per ttl, session.go), and the new terms are written in transactions of up to 64 keys, each guarded by
 // the ModRevisions read, as Acquire guards one. Each request gets the answer
-// Acquire would give, with one difference: a *HeldError names holder and
-// token but leaves Expires and Remaining zero, as etcd answers a lease's
-// time to live one lease per request; a candidate subscribed with Notify
-// hears the key's deletion (release or expiry) anyway. The keys of a
+// Acquire would give: a *HeldError's Expires and Remaining come from one
+// LeaseTimeToLive per holder's session (up to 16 sessions; the keys of
+// others get none), whose answers also let a candidate revoke a crashed
+// holder's expired session (expired.go). The keys of a
 // transaction that lost a race (a key changed since the read) are acquired
 // by Acquire itself, as are repeats of a key in one batch.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
@@ -122,6 +122,7 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since 
 	for _, s := range distinct(secs, refused) {
 		p.ready(cli, s)
 	}
+	retry = p.judgeHeld(ctx, cli, states, idx, refused, errs)
 	// Every new term goes on the session of its ttl: one keep-alive (or
 	// grant) per ttl, however many terms.
 	var placed []*newTerm
@@ -139,7 +140,50 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since 
 		t.id, t.ttl, t.at = sess.id, sess.ttl, sess.at
 		placed = append(placed, t)
 	}
-	return p.writePlaced(ctx, cli, reqs, secs, placed, out, fail, nil)
+	return append(retry, p.writePlaced(ctx, cli, reqs, secs, placed, out, fail, nil)...)
+}
+
+// heldSessionsAsked bounds the LeaseTimeToLive requests of one AcquireMany:
+// one per holder's session among the keys refused.
+const heldSessionsAsked = 16
+
+// judgeHeld asks etcd how long the sessions of the refused keys have left,
+// one request per session (up to heldSessionsAsked), and fills in their
+// HeldErrors' Expires and Remaining as Acquire does. The same reads prove
+// a crashed holder's session expired (timeLeft): its keys, revoked now,
+// are returned for Acquire to take.
+func (p *Provider) judgeHeld(ctx context.Context, cli *clientv3.Client, states []state, idx, refused []int, errs []error) (retry []int) {
+	stateOf := make(map[int]state, len(idx))
+	for n, i := range idx {
+		stateOf[i] = states[n]
+	}
+	type verdict struct {
+		left  time.Duration
+		alive bool
+		err   error
+	}
+	asked := map[clientv3.LeaseID]verdict{}
+	for _, i := range refused {
+		id := stateOf[i].leaseID
+		v, ok := asked[id]
+		if !ok {
+			if len(asked) >= heldSessionsAsked {
+				continue
+			}
+			v.left, v.alive, v.err = p.timeLeft(ctx, cli, id)
+			asked[id] = v
+		}
+		var h *providers.HeldError
+		switch {
+		case v.err != nil || !errors.As(errs[i], &h):
+		case !v.alive:
+			errs[i] = nil
+			retry = append(retry, i)
+		default:
+			h.Remaining, h.Expires = v.left, time.Now().Add(v.left)
+		}
+	}
+	return retry
 }
 
 // writePlaced writes the placed terms, in transactions of up to 64 keys,

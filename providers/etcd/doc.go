@@ -33,7 +33,9 @@
 // request at t: the key lives at least until t + ttl, later than the agent's
 // own deadline t + ttl*0.99. etcd may keep a lease longer, never shorter: the
 // expired-lease sweep runs every 500 ms, and a new etcd leader (or a restarted
-// single member) gives every lease its full ttl again.
+// single member) gives every lease its full ttl again. A candidate whose
+// reads of LeaseTimeToLive prove the holder's lease expired (expired.go)
+// revokes it, as the sweep would a little later.
 //
 // Sessions (session.go): the lease keys of all the terms a Provider holds
 // with one ttl are attached to one etcd lease, its session for that ttl, as

@@ -49,6 +49,8 @@ type Provider struct {
 	fmu   sync.Mutex
 	freed map[string]freedKey // job keys the Notify watch saw released (freed.go)
 
+	chains ttlChains // reads of other holders' leases, to prove them expired (expired.go)
+
 	hmu   sync.Mutex
 	held  map[string]held          // the terms this provider wrote, by key (held.go)
 	terms map[clientv3.LeaseID]int // how many of held are on each session

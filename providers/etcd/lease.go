@@ -57,15 +57,17 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 			if err != nil {
 				return providers.Lease{}, err
 			}
-			held := &providers.HeldError{Key: key, Holder: st.hold.Holder, Token: st.hold.Token, Expires: time.Now().Add(left)}
-			if alive {
-				// etcd's own measure, rounded up to the end of its second
-				// (see timeLeft): a candidate that waits it out is not back
-				// before etcd ends the term. etcd deletes the key then, and
-				// a Notify subscription hears it sooner.
-				held.Remaining = left
+			if !alive {
+				// Revoked since the read, by etcd or by timeLeft, which
+				// proved it expired: the key is gone.
+				continue
 			}
-			return providers.Lease{}, held
+			// etcd's own measure, rounded up to the end of its second, or
+			// when the next read would prove the lease expired (see
+			// timeLeft): a candidate that waits it out is not back before
+			// the term can end. etcd deletes the key then, and a Notify
+			// subscription hears it sooner.
+			return providers.Lease{}, &providers.HeldError{Key: key, Holder: st.hold.Holder, Token: st.hold.Token, Expires: time.Now().Add(left), Remaining: left}
 		}
 		sess, err := p.session(ctx, cli, secs, since)
 		if err != nil {
@@ -290,20 +292,4 @@ func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, er
 func (p *Provider) expiry(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (exp time.Time, alive bool, err error) {
 	left, alive, err := p.timeLeft(ctx, cli, id)
 	return time.Now().Add(left), alive, err
-}
-
-// timeLeft asks etcd how long the lease has left (LeaseTimeToLive), by the
-// clock of etcd's lessor. etcd answers in whole seconds, truncated, so the
-// lease ends within the second after TTL: TTL+1 s is reported, never less
-// than etcd's own. alive is false, and left 0, when the lease is gone
-// (expired or revoked since the key was read).
-func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (left time.Duration, alive bool, err error) {
-	resp, err := cli.TimeToLive(ctx, id)
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("lease time to live: %w", err)
-	}
-	return time.Duration(resp.TTL+1) * time.Second, true, nil
 }

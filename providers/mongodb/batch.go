@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
-	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
@@ -30,24 +28,20 @@ const singleWorkers = 8
 var unordered = options.BulkWrite().SetOrdered(false)
 
 // AcquireMany tries many Acquires in three requests, however many there
-// are: one read of every record (an aggregation judging expiry by $$NOW on
-// the server-clock path), one unordered bulk write of the Acquire updates
-// of the keys found free, expired or the caller's, and one read of the new
-// terms' expiries as the store wrote them. Each update is Acquire's own
-// (the same filter, judged by the server at the write, and the same
-// update), pinned to the token and Value read, so the new token is the one
-// read + 1 and the Value returned is the previous term's; a key never
-// acquired is inserted by the upsert as Acquire does. A held key is refused
-// from the read with a *HeldError whose Remaining is measured as Acquire
-// measures it. A key whose record changed between the read and the write
-// (the pinned filter matched nothing, and the upsert met the existing _id)
-// is left to Acquire itself, as are repeats of a key in one batch.
+// are: one read of the newest entry of every key (an aggregation judging
+// expiry by $$NOW on the server-clock path), one unordered bulk insert of
+// the next entry of the keys found free, expired or the caller's, and one
+// read confirming them, as Acquire does for one. A held key is refused from
+// the read with a *HeldError whose Remaining is measured as Acquire
+// measures it. A key whose next slot was taken between the read and the
+// write (a duplicate _id) is left to Acquire itself, as are repeats of a
+// key in one batch.
 //
-// The bulk write is one request per 1,000 updates on the $$NOW path (MongoDB
+// The bulk write is one request per 1,000 inserts on the $$NOW path (MongoDB
 // 4.2+), per 64 on the fallback path (FerretDB v1.24 never answers an update
 // command of 100 statements or more, and nothing after it). A failure of a
 // request as a whole is each of its items' error, even though some of its
-// updates may have been applied, as for a single Acquire whose answer was
+// inserts may have been applied, as for a single Acquire whose answer was
 // lost.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(reqs))
@@ -74,24 +68,19 @@ func (p *Provider) acquireBatch(ctx context.Context, reqs []providers.AcquireReq
 	if len(batch) == 0 {
 		return nil
 	}
-	failAll := func(idx []int, err error) {
-		for _, i := range idx {
-			fail(i, err)
-		}
-	}
 	tb, err := p.timeBase(ctx)
 	if err != nil {
-		failAll(batch, err)
+		failAll(batch, err, fail)
 		return nil
 	}
-	recs, err := tb.readMany(ctx, p.coll, keysOf(batch, func(i int) string { return reqs[i].Key }))
+	recs, err := tb.latestMany(ctx, p.coll, keysOf(batch, func(i int) string { return reqs[i].Key }))
 	if err != nil {
-		failAll(batch, err)
+		failAll(batch, err, fail)
 		return nil
 	}
 	var (
-		models  []mongo.WriteModel
-		pending []int // model n is the update of request pending[n]
+		es      []entry
+		pending []int // entry n is the next term of request pending[n]
 	)
 	for _, i := range batch {
 		r := reqs[i]
@@ -100,60 +89,111 @@ func (p *Provider) acquireBatch(ctx context.Context, reqs []providers.AcquireReq
 			errs[i] = heldError(r.Key, rec)
 			continue
 		}
-		filter, update := tb.acquire(r.Key, r.Holder, r.TTL)
-		if found {
-			filter = append(filter, bson.E{Key: "token", Value: rec.Token}, bson.E{Key: "value", Value: rec.Value})
-		} else {
-			filter = append(filter, bson.E{Key: "token", Value: bson.D{{Key: "$exists", Value: false}}})
-		}
-		models = append(models, mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update).SetUpsert(true))
+		es = append(es, entry{key: r.Key, slot: rec.Slot + 1, token: rec.Token + 1, holder: r.Holder, value: rec.Value, ttl: r.TTL})
 		pending = append(pending, i)
 	}
-	if len(models) == 0 {
-		return nil
-	}
-	_, failed := p.bulk(ctx, tb, models)
-	var written []int
+	got, results := p.appendMany(ctx, tb, es, true)
 	for n, i := range pending {
-		switch err := failed[n]; {
+		switch err := results[n]; {
 		case err == nil:
-			written = append(written, i)
-		case mongo.IsDuplicateKeyError(err):
-			// The pinned filter matched nothing and the upsert met the
-			// record: it changed since the read.
+			l := leaseOf(reqs[i].Key, got[n])
+			l.TTL = reqs[i].TTL
+			out[i] = l
+		case errors.Is(err, errSlotTaken):
 			retry = append(retry, i)
 		default:
 			fail(i, err)
 		}
 	}
-	// The expiries the store wrote (by its clock on the $$NOW path). A
-	// record whose token moved on since is another term's: its lease is
-	// reported without an expiry, which is informational.
-	terms, err := p.terms(ctx, keysOf(written, func(i int) string { return reqs[i].Key }))
-	if err != nil {
-		p.log.Debug("could not read back the expiries of the new terms", "error", err)
-	}
-	for _, i := range written {
-		r := reqs[i]
-		prev := recs[r.Key] // zero when the key was new
-		l := providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(prev.Token) + 1, TTL: r.TTL, Value: prev.Value}
-		if t, ok := terms[r.Key]; ok && t.Holder == r.Holder && uint64(t.Token) == l.Token {
-			l.Expires = t.Expires
-		}
-		out[i] = l
-	}
 	return retry
 }
 
+// appendMany writes es in unordered bulk inserts and, when confirm is set,
+// reads the newest entries back as append does for one. results[n] is nil
+// for an entry written (and confirmed), errSlotTaken for one whose slot was
+// taken (or was not confirmed), or the error of its request; got[n] is the
+// newest record read of a confirmed entry.
+func (p *Provider) appendMany(ctx context.Context, tb timeBase, es []entry, confirm bool) (got []record, results []error) {
+	got = make([]record, len(es))
+	models := make([]mongo.WriteModel, len(es))
+	for n, e := range es {
+		models[n] = tb.insert(e)
+	}
+	_, results = p.bulk(ctx, tb, models)
+	var written []int
+	for n, err := range results {
+		switch {
+		case err == nil:
+			written = append(written, n)
+		case mongo.IsDuplicateKeyError(err):
+			results[n] = errSlotTaken
+		}
+	}
+	if confirm && len(written) > 0 {
+		recs, err := tb.latestMany(ctx, p.coll, keysOf(written, func(n int) string { return es[n].key }))
+		for _, n := range written {
+			rec, found := recs[es[n].key]
+			switch {
+			case err != nil:
+				results[n] = err
+			case !found || !confirmed(rec, es[n]):
+				results[n] = errSlotTaken
+			default:
+				got[n] = rec
+			}
+		}
+	}
+	var done []entry
+	for n, e := range es {
+		if results[n] == nil {
+			p.remember(e)
+			done = append(done, e)
+		}
+	}
+	if ms := cleanups(done); len(ms) > 0 {
+		if _, failed := p.bulk(ctx, tb, ms); failed[0] != nil {
+			p.log.Debug("could not delete old entries", "error", failed[0])
+		}
+	}
+	return got, results
+}
+
+// nextSlots finds the newest slot of each lease's term: from this
+// provider's own writes, else in one read. A lease whose term is over gets
+// ErrLost through fail and is left out of the answer.
+func (p *Provider) nextSlots(ctx context.Context, tb timeBase, leases []providers.Lease, batch []int, fail func(int, error)) (slots map[int]int64, err error) {
+	slots = make(map[int]int64, len(batch))
+	var unknown []int
+	for _, i := range batch {
+		if s, ok := p.lastSlot(leases[i]); ok {
+			slots[i] = s
+		} else {
+			unknown = append(unknown, i)
+		}
+	}
+	if len(unknown) == 0 {
+		return slots, nil
+	}
+	recs, err := tb.latestMany(ctx, p.coll, keysOf(unknown, func(i int) string { return leases[i].Key }))
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range unknown {
+		if rec, found := recs[leases[i].Key]; found && ours(rec, leases[i]) {
+			slots[i] = rec.Slot
+		} else {
+			fail(i, providers.ErrLost)
+		}
+	}
+	return slots, nil
+}
+
 // RenewMany renews many leases in two requests (the bulk write split as
-// AcquireMany splits it): one unordered bulk write of
-// Renew's update for each (matching holder and token, as Renew does), and
-// one read of the records. A lease whose record still names its holder and
-// token after the write was renewed by it (a term, once gone, never comes
-// back), with the expiry the store wrote; any other lease is lost. A write
-// error of one update is that lease's error; a failure of either request
-// as a whole is every lease's. Repeats of a key are renewed by Renew after
-// the batch.
+// AcquireMany splits it), three for leases this provider did not write
+// last: one unordered bulk insert of each term's next entry, as Renew
+// writes it, and one read confirming them. A lease whose next slot was
+// taken is left to Renew, which reads where its term is; repeats of a key
+// are renewed by Renew after the batch.
 func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(leases))
 	errs := make([]error, len(leases))
@@ -167,64 +207,61 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 		}
 		return providers.CheckValue(l.Value)
 	}, fail)
+	var retry []int
 	func() {
 		if len(batch) == 0 {
 			return
 		}
-		failAll := func(idx []int, err error) {
-			for _, i := range idx {
+		tb, err := p.timeBase(ctx)
+		if err != nil {
+			failAll(batch, err, fail)
+			return
+		}
+		slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
+		if err != nil {
+			failAll(batch, err, fail)
+			return
+		}
+		var (
+			es      []entry
+			pending []int
+		)
+		for _, i := range batch {
+			if s, ok := slots[i]; ok {
+				l := leases[i]
+				es = append(es, entry{key: l.Key, slot: s + 1, token: int64(l.Token), holder: l.Holder, value: l.Value, ttl: l.TTL})
+				pending = append(pending, i)
+			}
+		}
+		got, results := p.appendMany(ctx, tb, es, true)
+		for n, i := range pending {
+			switch err := results[n]; {
+			case err == nil:
+				l := leases[i]
+				l.Expires, l.Value = got[n].Expires, got[n].Value
+				out[i] = l
+			case errors.Is(err, errSlotTaken):
+				p.forget(leases[i].Key)
+				retry = append(retry, i)
+			default:
 				fail(i, err)
 			}
 		}
-		tb, err := p.timeBase(ctx)
-		if err != nil {
-			failAll(batch, err)
-			return
-		}
-		models := make([]mongo.WriteModel, len(batch))
-		for n, i := range batch {
-			models[n] = mongo.NewUpdateOneModel().SetFilter(matchTerm(leases[i])).SetUpdate(tb.renew(leases[i].TTL, leases[i].Value))
-		}
-		_, failed := p.bulk(ctx, tb, models)
-		var written []int
-		for n, i := range batch {
-			if failed[n] != nil {
-				fail(i, failed[n])
-			} else {
-				written = append(written, i)
-			}
-		}
-		terms, err := p.terms(ctx, keysOf(written, func(i int) string { return leases[i].Key }))
-		if err != nil {
-			failAll(written, err)
-			return
-		}
-		for _, i := range written {
-			l := leases[i]
-			t, ok := terms[l.Key]
-			if !ok || t.Holder != l.Holder || uint64(t.Token) != l.Token {
-				errs[i] = fmt.Errorf("mongodb: renew %q: %w", l.Key, providers.ErrLost)
-				continue
-			}
-			l.Expires, l.Value = t.Expires, t.Value
-			out[i] = l
-		}
 	}()
+	forEach(retry, func(i int) {
+		out[i], errs[i] = p.Renew(ctx, leases[i])
+	})
 	for _, i := range repeats {
 		out[i], errs[i] = p.Renew(ctx, leases[i])
 	}
 	return out, errs
 }
 
-// ReleaseMany releases many leases in two requests (the bulk write split as
-// AcquireMany splits it), and a third in a race:
-// one read of the records, which answers ErrLost at once for those that no
-// longer name the lease's holder and token, and one unordered bulk write of
-// Release's update (matching holder and token) for the others. When the
-// server matched all of them, all are released; otherwise a read of the
-// records tells which were: a record that kept the lease's token and the
-// Value given, holder cleared. Repeats of a key are released by Release
-// after the batch.
+// ReleaseMany releases many leases in one request (the bulk write split as
+// AcquireMany splits it), two for leases this provider did not write last:
+// one unordered bulk insert of each term's released entry, as Release
+// writes it. A lease whose next slot was taken is left to Release; repeats
+// of a key are released by Release after the batch.
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
 	errs := make([]error, len(leases))
 	fail := func(i int, err error) {
@@ -237,64 +274,57 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 		}
 		return providers.CheckValue(l.Value)
 	}, fail)
+	var retry []int
 	func() {
 		if len(batch) == 0 {
 			return
 		}
-		failAll := func(idx []int, err error) {
-			for _, i := range idx {
-				fail(i, err)
-			}
-		}
 		tb, err := p.timeBase(ctx)
 		if err != nil {
-			failAll(batch, err)
+			failAll(batch, err, fail)
 			return
 		}
-		key := func(i int) string { return leases[i].Key }
-		before, err := p.terms(ctx, keysOf(batch, key))
+		slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
 		if err != nil {
-			failAll(batch, err)
+			failAll(batch, err, fail)
 			return
 		}
 		var (
-			models []mongo.WriteModel
-			held   []int
+			es      []entry
+			pending []int
 		)
 		for _, i := range batch {
-			l := leases[i]
-			if t, ok := before[l.Key]; !ok || t.Holder != l.Holder || uint64(t.Token) != l.Token {
-				fail(i, providers.ErrLost)
-				continue
+			if s, ok := slots[i]; ok {
+				l := leases[i]
+				es = append(es, entry{key: l.Key, slot: s + 1, token: int64(l.Token), value: l.Value})
+				pending = append(pending, i)
 			}
-			models = append(models, mongo.NewUpdateOneModel().SetFilter(matchTerm(l)).SetUpdate(tb.release(l.Value)))
-			held = append(held, i)
 		}
-		if len(models) == 0 {
-			return
-		}
-		matched, failed := p.bulk(ctx, tb, models)
-		if matched == int64(len(models)) && !slices.ContainsFunc(failed, func(err error) bool { return err != nil }) {
-			return // every one matched: released
-		}
-		after, err := p.terms(ctx, keysOf(held, key))
-		for n, i := range held {
-			l := leases[i]
-			t, ok := after[l.Key]
-			switch {
-			case failed[n] != nil:
-				fail(i, failed[n])
-			case err != nil:
+		_, results := p.appendMany(ctx, tb, es, false)
+		for n, i := range pending {
+			p.forget(leases[i].Key)
+			switch err := results[n]; {
+			case err == nil:
+			case errors.Is(err, errSlotTaken):
+				retry = append(retry, i)
+			default:
 				fail(i, err)
-			case !ok || t.Holder != "" || uint64(t.Token) != l.Token || t.Value != l.Value:
-				fail(i, providers.ErrLost)
 			}
 		}
 	}()
+	forEach(retry, func(i int) {
+		errs[i] = p.Release(ctx, leases[i])
+	})
 	for _, i := range repeats {
 		errs[i] = p.Release(ctx, leases[i])
 	}
 	return errs
+}
+
+func failAll(idx []int, err error, fail func(int, error)) {
+	for _, i := range idx {
+		fail(i, err)
+	}
 }
 
 // bulk runs models as unordered bulk writes of at most bulkLimit models
@@ -327,18 +357,6 @@ func (p *Provider) bulk(ctx context.Context, tb timeBase, models []mongo.WriteMo
 		}
 	}
 	return matched, errs
-}
-
-// terms reads the records of keys as they are (no judgement of expiry).
-func (p *Provider) terms(ctx context.Context, keys []string) (map[string]record, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	cur, err := p.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}})
-	if err != nil {
-		return nil, err
-	}
-	return decodeKeyed(ctx, cur, nil)
 }
 
 // distinct checks every item with check (a failed check is the item's

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
 	"go.mongodb.org/mongo-driver/mongo/writeconcern"
 )
 
@@ -44,16 +45,28 @@ func (p *Provider) timeBase(ctx context.Context) (timeBase, error) {
 	return tb, nil
 }
 
-// detect runs the Acquire of the server-clock path on the scratch document:
-// if the server takes it, it takes every operation of that path.
+// detect writes the server-clock path's insert on the scratch document: if
+// the server takes it, it takes every operation of that path.
 func (p *Provider) detect(ctx context.Context) (timeBase, error) {
 	client := clientTime{now: time.Now}
 	if p.forceClient {
+		p.ensureIndex(ctx)
 		return client, nil
 	}
-	rec, err := acquireDoc(ctx, p.coll, serverTime{}, probeID, "electd-probe", time.Millisecond)
+	filter, update := serverTime{}.insertParts(probeID, entry{ttl: time.Millisecond})
+	var rec record
+	err := p.coll.FindOneAndUpdate(ctx, filter, update, probeUpsert).Decode(&rec)
+	if mongo.IsDuplicateKeyError(err) {
+		// Another agent's probe document, not yet deleted: that
+		// agent's server took the pipeline, and it is this server.
+		err, rec.Expires = nil, time.Unix(1, 0)
+	}
 	if err == nil && !rec.Expires.IsZero() {
+		if _, err := p.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: probeID}}); err != nil {
+			p.log.Debug("could not delete the probe document", "error", err)
+		}
 		p.log.Debug("server judges lease expiry ($$NOW in update pipelines)")
+		p.ensureIndex(ctx)
 		return serverTime{}, nil
 	}
 	var ce mongo.CommandError
@@ -67,8 +80,24 @@ func (p *Provider) detect(ctx context.Context) (timeBase, error) {
 	if skew, ok := p.clockSkew(ctx); ok {
 		args = append(args, "server_clock_minus_local", skew)
 	}
+	p.ensureIndex(ctx)
 	p.log.Warn("server has no update pipelines with $$NOW (MongoDB < 4.2 or FerretDB): lease expiry is judged by each agent's clock, keep agent clocks in sync", args...)
 	return client, nil
+}
+
+var probeUpsert = options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
+
+// ensureIndex creates the index on key and slot that finds a key's newest
+// entry without a scan. Safety does not rest on it (only the _id index
+// does), so a refusal (a user without createIndex) is a warning.
+func (p *Provider) ensureIndex(ctx context.Context) {
+	_, err := p.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "key", Value: 1}, {Key: "slot", Value: -1}},
+		Options: options.Index().SetName("electd_key_slot"),
+	})
+	if err != nil {
+		p.log.Warn("could not create the index on key and slot: each read scans the collection", "error", err)
+	}
 }
 
 // clockSkew estimates the server's clock minus this host's from the

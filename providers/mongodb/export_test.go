@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"context"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -35,3 +36,21 @@ func WriteConcernW(s string) (any, error) {
 	}
 	return wc.W, nil
 }
+
+// WriteEntry writes the log entry of key at slot for holder's term token,
+// as a renewal whose request was delayed would, and reports whether the
+// provider takes it as written (confirmed).
+func (p *Provider) WriteEntry(ctx context.Context, key string, slot int64, holder string, token uint64) error {
+	tb, err := p.timeBase(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = p.append(ctx, tb, entry{key: key, slot: slot, token: int64(token), holder: holder, ttl: time.Minute})
+	return err
+}
+
+// ErrSlotTaken is what WriteEntry returns for a write not confirmed.
+var ErrSlotTaken = errSlotTaken
+
+// CleanEvery is how often a write deletes old entries.
+const CleanEvery = cleanEvery

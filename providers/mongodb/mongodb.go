@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 	"go.mongodb.org/mongo-driver/mongo/readpref"
@@ -39,6 +38,9 @@ type Provider struct {
 	// caller waiting for another's probe still honours its own ctx.
 	sem chan struct{}
 	tb  timeBase
+
+	mu    sync.Mutex
+	terms map[string]term // by key: the newest slot written of a term held
 
 	closeOnce sync.Once
 	closeErr  error
@@ -98,6 +100,7 @@ func newProvider(s Settings, log hclog.Logger) (*Provider, error) {
 		coll:   client.Database(s.Database).Collection(s.Collection),
 		log:    log.Named("mongodb").With("database", s.Database, "collection", s.Collection),
 		sem:    make(chan struct{}, 1),
+		terms:  map[string]term{},
 	}, nil
 }
 
@@ -109,7 +112,11 @@ func leaseOf(key string, rec record) providers.Lease {
 	return providers.Lease{Key: key, Holder: rec.Holder, Token: uint64(rec.Token), Expires: rec.Expires, Value: rec.Value}
 }
 
-var upsertAfter = options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
+// ours reports whether rec is the state of lease's term: its holder and
+// token, not released.
+func ours(rec record, l providers.Lease) bool {
+	return rec.Holder != "" && rec.Holder == l.Holder && uint64(rec.Token) == l.Token
+}
 
 // Acquire starts a new term on key for holder when the lease is free,
 // expired or already held by holder.
@@ -121,6 +128,10 @@ func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Dur
 	return l, err
 }
 
+// acquire reads the newest entry of key, judges it, and inserts the next
+// slot with the next token. Of candidates that read the same entry, the
+// server lets exactly one insert that slot (the unique _id); the others
+// collide and read again.
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
 	if err := checkLease(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
@@ -131,44 +142,71 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 	}
 	var lastErr error
 	for range acquireAttempts {
-		rec, err := acquireDoc(ctx, p.coll, tb, key, holder, ttl)
+		cur, found, err := tb.latest(ctx, p.coll, key)
+		if err != nil {
+			return providers.Lease{}, err
+		}
+		if found && cur.Holder != "" && cur.Holder != holder && !cur.Expired {
+			return providers.Lease{}, heldError(key, cur)
+		}
+		e := entry{key: key, slot: cur.Slot + 1, token: cur.Token + 1, holder: holder, value: cur.Value, ttl: ttl}
+		rec, err := p.append(ctx, tb, e)
 		if err == nil {
 			l := leaseOf(key, rec)
 			l.TTL = ttl
 			return l, nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !errors.Is(err, errSlotTaken) {
 			return providers.Lease{}, err
-		}
-		// The filter matched nothing and the upsert's insert met the
-		// existing document: someone holds it, unless it was freed since.
-		cur, expired, found, err := tb.read(ctx, p.coll, key)
-		if err != nil {
-			return providers.Lease{}, err
-		}
-		if found && cur.Holder != "" && !expired {
-			return providers.Lease{}, heldError(key, cur)
 		}
 		lastErr = errors.New("lease changed hands during acquire")
 	}
 	return providers.Lease{}, fmt.Errorf("gave up after %d attempts: %w", acquireAttempts, lastErr)
 }
 
-func acquireDoc(ctx context.Context, coll *mongo.Collection, tb timeBase, key any, holder string, ttl time.Duration) (record, error) {
-	filter, update := tb.acquire(key, holder, ttl)
-	var rec record
-	err := coll.FindOneAndUpdate(ctx, filter, update, upsertAfter).Decode(&rec)
-	return rec, err
+// errSlotTaken: the slot written was another writer's, or the write was
+// overtaken (see confirm).
+var errSlotTaken = errors.New("slot taken")
+
+// append writes e and confirms it; rec is the entry as stored.
+func (p *Provider) append(ctx context.Context, tb timeBase, e entry) (record, error) {
+	_, failed := p.bulk(ctx, tb, []mongo.WriteModel{tb.insert(e)})
+	if err := failed[0]; err != nil {
+		if mongo.IsDuplicateKeyError(err) {
+			return record{}, errSlotTaken
+		}
+		return record{}, err
+	}
+	rec, found, err := tb.latest(ctx, p.coll, e.key)
+	if err != nil {
+		return record{}, err
+	}
+	if !found || !confirmed(rec, e) {
+		return record{}, errSlotTaken
+	}
+	p.wrote(ctx, e)
+	return rec, nil
 }
 
-// heldError reports rec, read and judged as held by read or readMany.
+// confirmed reports whether rec, the newest entry read after e was
+// written, shows e in force: e itself, or a later entry of the same term.
+// An insert can succeed into a slot that the clean-up deleted (its writer
+// read the log before newer entries were written, or its request was
+// delayed that long); the log has moved on then, and the read after the
+// write sees it. A term is only won or kept once the read confirms it.
+func confirmed(rec record, e entry) bool {
+	if rec.Slot == e.slot && rec.Token == e.token && rec.Holder == e.holder {
+		return true
+	}
+	return rec.Slot > e.slot && rec.Holder == e.holder && rec.Token == e.token && e.holder != ""
+}
+
+// heldError reports rec, read and judged as held by latest or latestMany.
 // Remaining is expires - now by the clock that judged it: on the $$NOW path
 // the server's, in the same aggregation that found the lease held.
 func heldError(key string, rec record) *providers.HeldError {
 	return &providers.HeldError{Key: key, Holder: rec.Holder, Token: uint64(rec.Token), Expires: rec.Expires, Remaining: rec.left()}
 }
-
-var returnAfter = options.FindOneAndUpdate().SetReturnDocument(options.After)
 
 // Renew pushes the expiry out by lease.TTL and stores lease.Value when
 // holder and token still match. An expired lease that nobody took may be
@@ -181,6 +219,9 @@ func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.
 	return l, err
 }
 
+// renew writes the term's next entry, with a new expiry and the value: a
+// candidate that judged the term over writes the same slot, and only one
+// of the two inserts succeeds.
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
 	if err := checkLease(lease.Key, lease.Holder, lease.TTL); err != nil {
 		return providers.Lease{}, err
@@ -192,20 +233,36 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.
 	if err != nil {
 		return providers.Lease{}, err
 	}
-	var rec record
-	err = p.coll.FindOneAndUpdate(ctx, matchTerm(lease), tb.renew(lease.TTL, lease.Value), returnAfter).Decode(&rec)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return providers.Lease{}, fmt.Errorf("mongodb: renew %q: %w", lease.Key, providers.ErrLost)
+	lost := fmt.Errorf("mongodb: renew %q: %w", lease.Key, providers.ErrLost)
+	slot, ok := p.lastSlot(lease)
+	for range acquireAttempts {
+		if !ok {
+			cur, found, err := tb.latest(ctx, p.coll, lease.Key)
+			if err != nil {
+				return providers.Lease{}, err
+			}
+			if !found || !ours(cur, lease) {
+				p.forget(lease.Key)
+				return providers.Lease{}, lost
+			}
+			slot = cur.Slot
+		}
+		e := entry{key: lease.Key, slot: slot + 1, token: int64(lease.Token), holder: lease.Holder, value: lease.Value, ttl: lease.TTL}
+		rec, err := p.append(ctx, tb, e)
+		switch {
+		case err == nil:
+			lease.Expires, lease.Value = rec.Expires, rec.Value
+			return lease, nil
+		case !errors.Is(err, errSlotTaken):
+			return providers.Lease{}, err
+		}
+		ok = false // read where the log is now: a lost answer of our own, or the end of the term
 	}
-	if err != nil {
-		return providers.Lease{}, err
-	}
-	lease.Expires, lease.Value = rec.Expires, rec.Value
-	return lease, nil
+	return providers.Lease{}, lost
 }
 
-// Release clears the holder and sets the expiry to now when holder and
-// token still match; the token, the value given and the document stay.
+// Release writes an entry with the holder cleared and the expiry now when
+// holder and token still match; the token and the value given carry on.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	err := p.release(ctx, lease)
 	if err != nil && !errors.Is(err, providers.ErrLost) {
@@ -225,18 +282,35 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 	if err != nil {
 		return err
 	}
-	res, err := p.coll.UpdateOne(ctx, matchTerm(lease), tb.release(lease.Value))
-	if err != nil {
-		return err
+	lost := fmt.Errorf("mongodb: release %q: %w", lease.Key, providers.ErrLost)
+	slot, ok := p.lastSlot(lease)
+	for range acquireAttempts {
+		if !ok {
+			cur, found, err := tb.latest(ctx, p.coll, lease.Key)
+			if err != nil {
+				return err
+			}
+			if !found || !ours(cur, lease) {
+				p.forget(lease.Key)
+				return lost
+			}
+			slot = cur.Slot
+		}
+		e := entry{key: lease.Key, slot: slot + 1, token: int64(lease.Token), value: lease.Value}
+		_, failed := p.bulk(ctx, tb, []mongo.WriteModel{tb.insert(e)})
+		switch err := failed[0]; {
+		case err == nil:
+			// Not confirmed: a release that landed in a cleaned-up slot
+			// changes no one's term.
+			p.forget(lease.Key)
+			p.wrote(ctx, e)
+			return nil
+		case !mongo.IsDuplicateKeyError(err):
+			return err
+		}
+		ok = false
 	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("mongodb: release %q: %w", lease.Key, providers.ErrLost)
-	}
-	return nil
-}
-
-func matchTerm(l providers.Lease) bson.D {
-	return bson.D{{Key: "_id", Value: l.Key}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: int64(l.Token)}}
+	return lost
 }
 
 // Observe returns the record of key; Holder is "" when the lease is free or
@@ -246,7 +320,7 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 	if err != nil {
 		return providers.Lease{}, fmt.Errorf("mongodb: observe %q: %w", key, err)
 	}
-	rec, expired, found, err := tb.read(ctx, p.coll, key)
+	rec, found, err := tb.latest(ctx, p.coll, key)
 	if err != nil {
 		return providers.Lease{}, fmt.Errorf("mongodb: observe %q: %w", key, err)
 	}
@@ -254,7 +328,7 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 		return providers.Lease{Key: key}, nil
 	}
 	l := leaseOf(key, rec)
-	if expired {
+	if rec.Expired {
 		l.Holder = ""
 	}
 	return l, nil

@@ -61,6 +61,14 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 	for _, i := range alone {
 		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
 	}
+	if p.wake != nil {
+		keys := make([]string, len(batch))
+		verdicts := make([]error, len(batch))
+		for n, i := range batch {
+			keys[n], verdicts[n] = reqs[i].Key, errs[i]
+		}
+		p.wakeAfter(keys, verdicts)
+	}
 	return out, errs
 }
 
@@ -283,10 +291,13 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 			return out, fill(errs, leases, "renew", err)
 		}
 	}
+	var gone []string
+	defer func() { p.wakeEnded(gone...) }()
 	for i, l := range leases {
 		exp, ok := expires[l.Key]
 		if !ok {
 			errs[i] = lost(l)
+			gone = append(gone, l.Key)
 			continue
 		}
 		l.Expires = exp
@@ -424,11 +435,14 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			return fill(errs, leases, "release", err)
 		}
 	}
+	keys := make([]string, len(leases))
 	for i, l := range leases {
 		if !released[l.Key] {
 			errs[i] = lost(l)
 		}
+		keys[i] = l.Key
 	}
+	p.wakeEnded(keys...)
 	return errs
 }
 

@@ -18,8 +18,9 @@
 // over in milliseconds. SQLite logs every release in <table>_released (a
 // trigger) and watches the database file (inotify): a release by one process
 // wakes the candidates of the others on the same host. MySQL has no
-// notification mechanism: its candidates wait for the term's end or poll
-// every retry_every.
+// notifications: a holder keeps a named lock per job it leads, and a
+// refused candidate waits on it with GET_LOCK, which returns when the
+// holder's release gives it up (lockwake.go); the table still decides.
 //
 // SQLite: several processes on one host may share one file; the provider sets
 // WAL journal mode, a 5 s busy_timeout and BEGIN IMMEDIATE transactions. Its

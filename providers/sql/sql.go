@@ -34,6 +34,7 @@ type Provider struct {
 	ensured  bool
 
 	renews *renewStmts // sqlite: prepared renewals, one at a time (stmts.go)
+	wake   *lockWake   // mysql: named locks that wake candidates (lockwake.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -65,6 +66,9 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (providers.Provider,
 		return &NotifyingProvider{Provider: p, l: newListener(d.pg, p.channel, p.log)}, nil
 	case s.Driver == "sqlite" && sqlitePath(s.DSN) != "":
 		return &NotifyingProvider{Provider: p, l: newFileWatch(p, sqlitePath(s.DSN), table)}, nil
+	case s.Driver == "mysql":
+		p.wake = newLockWake(d.db, table, d.table, p.log)
+		return &NotifyingProvider{Provider: p, l: p.wake}, nil
 	}
 	return p, nil
 }
@@ -127,6 +131,7 @@ func checkLease(key, holder string, ttl time.Duration) error {
 // expired (by the database clock) or already held by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
 	l, err := p.acquire(ctx, key, holder, ttl)
+	p.wakeAfter([]string{key}, []error{err})
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
 		return providers.Lease{}, fmt.Errorf("sql: acquire %q: %w", key, err)
 	}
@@ -241,6 +246,9 @@ func (p *Provider) tryAcquire(ctx context.Context, key, holder string, ttl time.
 // renewed (holder and token still match, as the contract says).
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
 	exp, err := p.renew(ctx, lease)
+	if errors.Is(err, providers.ErrLost) {
+		p.wakeEnded(lease.Key)
+	}
 	if err != nil && !errors.Is(err, providers.ErrLost) {
 		return providers.Lease{}, fmt.Errorf("sql: renew %q: %w", lease.Key, err)
 	}
@@ -294,6 +302,9 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 // token still match; the token and lease.Value stay in the record.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	err := p.release(ctx, lease)
+	if err == nil || errors.Is(err, providers.ErrLost) {
+		p.wakeEnded(lease.Key)
+	}
 	if err != nil && !errors.Is(err, providers.ErrLost) {
 		return fmt.Errorf("sql: release %q: %w", lease.Key, err)
 	}
@@ -349,6 +360,9 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 	}
 	if remaining <= 0 {
 		l.Holder = ""
+	}
+	if l.Holder != "" && p.wake != nil {
+		p.wake.watch(key)
 	}
 	return l, nil
 }

@@ -126,7 +126,7 @@ func TestMySQL(t *testing.T) {
 		Unreachable: func(t *testing.T) providers.Provider {
 			return open(t, sqlprovider.Settings{Driver: "mysql", DSN: "root@tcp(127.0.0.1:1)/test?timeout=2s"})
 		},
-		Notifier: false,
+		Notifier: true, // releases, through named locks (lockwake.go)
 	})
 }
 
