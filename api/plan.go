@@ -109,22 +109,8 @@ func (s *server) plan(w http.ResponseWriter, r *http.Request) {
 
 func readPlanRequest(body io.Reader) (PlanRequest, error) {
 	var req PlanRequest
-	b, err := io.ReadAll(io.LimitReader(body, maxPlanBody+1))
-	switch {
-	case err != nil:
-		return req, fmt.Errorf("cannot read the request: %v", err)
-	case len(b) > maxPlanBody:
-		return req, fmt.Errorf("the request is larger than %d bytes", maxPlanBody)
-	case len(strings.TrimSpace(string(b))) == 0:
-		return req, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf(`the request must be JSON such as {"paths": ["/etc/electd"]}: %v`, err)
-	}
-	if dec.More() {
-		return req, errors.New("the request holds more than one JSON value")
+	if err := readBody(body, &req, `{"paths": ["/etc/electd"]}`); err != nil {
+		return req, err
 	}
 	if len(req.Paths) > maxPlanPaths {
 		return req, fmt.Errorf("at most %d paths", maxPlanPaths)
@@ -158,6 +144,30 @@ func checkVars(vars []config.Var) error {
 				return fmt.Errorf("var: %v", err)
 			}
 		}
+	}
+	return nil
+}
+
+// readBody decodes the JSON body of a plan or reload request into req; an
+// empty body leaves req as it is. example is a body of the right shape, for
+// the error.
+func readBody(body io.Reader, req any, example string) error {
+	b, err := io.ReadAll(io.LimitReader(body, maxPlanBody+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("cannot read the request: %v", err)
+	case len(b) > maxPlanBody:
+		return fmt.Errorf("the request is larger than %d bytes", maxPlanBody)
+	case len(strings.TrimSpace(string(b))) == 0:
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return fmt.Errorf("the request must be JSON such as %s: %v", example, err)
+	}
+	if dec.More() {
+		return errors.New("the request holds more than one JSON value")
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,5 +86,43 @@ func TestPlanEndpoint(t *testing.T) {
 	}
 	if code, _ := post(Handler(Options{Agent: newAgent()}), "/v1/plan", "", ""); code != http.StatusForbidden {
 		t.Errorf("plan from beyond loopback without a configured token: %d, want 403", code)
+	}
+}
+
+// POST /v1/reload and /v1/plan pass -var and -var-file on to the agent in
+// order, files as absolute paths only; a body without vars is nil (the
+// variables used before), and a bad one never reaches the agent.
+func TestReloadAndPlanVars(t *testing.T) {
+	var reloads, plans [][]config.Var
+	h := Handler(Options{Agent: newAgent(), Token: "t0k",
+		Reload: func(_ context.Context, vars []config.Var) ReloadStatus {
+			reloads = append(reloads, vars)
+			return ReloadStatus{OK: true}
+		},
+		Plan: func(_ context.Context, paths []string, vars []config.Var) PlanStatus {
+			plans = append(plans, vars)
+			return PlanStatus{OK: true}
+		}})
+	if code, body := post(h, "/v1/reload", "Bearer t0k", ""); code != http.StatusOK || len(reloads) != 1 || reloads[0] != nil {
+		t.Fatalf("reload without a body: %d %s, vars %v", code, body, reloads)
+	}
+	vars := `{"vars": [{"name": "shards", "value": "32"}, {"file": "/etc/electd/prod.electdvars"}, {"name": "shards", "value": "8"}]}`
+	want := "[{shards 32 } {  /etc/electd/prod.electdvars} {shards 8 }]"
+	if code, body := post(h, "/v1/reload", "Bearer t0k", vars); code != http.StatusOK || fmt.Sprint(reloads[1]) != want {
+		t.Errorf("reload with vars: %d %s, vars %v, want %s", code, body, reloads[1:], want)
+	}
+	if code, body := post(h, "/v1/plan", "Bearer t0k", vars); code != http.StatusOK || len(plans) != 1 || fmt.Sprint(plans[0]) != want {
+		t.Errorf("plan with vars: %d %s, vars %v, want %s", code, body, plans, want)
+	}
+	for _, bad := range []string{`{"vars": [{"file": "prod.electdvars"}]}`, `{"vars": [{"name": "1x", "value": "1"}]}`,
+		`{"vars": [{"name": "a", "file": "/x"}]}`, `{"vars": [{"nom": "a"}]}`, `{"vars": [` + strings.Repeat(`{"name": "a"},`, 256) + `{"name": "a"}]}`} {
+		for _, path := range []string{"/v1/reload", "/v1/plan"} {
+			if code, body := post(h, path, "Bearer t0k", bad); code != http.StatusBadRequest {
+				t.Errorf("%s %.50s: %d %s, want 400", path, bad, code, body)
+			}
+		}
+	}
+	if len(reloads) != 2 || len(plans) != 1 {
+		t.Errorf("a bad request reached the agent: %d reloads, %d plans", len(reloads), len(plans))
 	}
 }

@@ -2,11 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/electd/electd/config"
@@ -68,19 +65,8 @@ func (s *server) lastReload(w http.ResponseWriter, r *http.Request) {
 
 func readReloadRequest(body io.Reader) (ReloadRequest, error) {
 	var req ReloadRequest
-	b, err := io.ReadAll(io.LimitReader(body, maxPlanBody+1))
-	switch {
-	case err != nil:
-		return req, fmt.Errorf("cannot read the request: %v", err)
-	case len(b) > maxPlanBody:
-		return req, fmt.Errorf("the request is larger than %d bytes", maxPlanBody)
-	case len(strings.TrimSpace(string(b))) == 0:
-		return req, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf(`the request must be JSON such as {"vars": [{"name": "shards", "value": "8"}]}: %v`, err)
+	if err := readBody(body, &req, `{"vars": [{"name": "shards", "value": "8"}]}`); err != nil {
+		return req, err
 	}
 	return req, checkVars(req.Vars)
 }

@@ -201,3 +201,51 @@ locals {
 		t.Errorf("local.url = %q", got)
 	}
 }
+
+// Odd values where variables, locals and for_each meet: each gives
+// diagnostics or a configuration, never an internal error. ";" stands for
+// a line break.
+func TestForEachOddValues(t *testing.T) {
+	for _, src := range []string{
+		`job "a" {;for_each = { x = null };}`,
+		`job "a" {;for_each = toset([]);}`,
+		`job "a" {;for_each = {};}`,
+		`job "a" {;for_each = 5;}`,
+		`job "a" {;for_each = toset([true, false]);}`,
+		`job "a" {;for_each = { x = { y = ["1s", 2] } };ttl = each.value.y[0];}`,
+		`job "a" {;for_each = toset(["x"]);ttl = each;}`,
+		`job "a" {;ttl = var;}`,
+		`job "a" {;ttl = local;}`,
+		`job "a" {;ttl = var["x"];}`,
+		`variable "x" {;default = null;};job "a" {;for_each = var.x;}`,
+		`variable "x" {;type = any;};job "a" {;for_each = var.x;}`,
+		`variable "x" {;type = set(string);default = ["a", null];};job "a" {;for_each = var.x;}`,
+		`variable "x" {;default = 1;validation {;condition = var.y > 0;error_message = "x";};}`,
+		`variable "x" {;default = 1;validation {;condition = true;error_message = 5;};}`,
+		`variable "x" {;default = 1;validation {;condition = false;error_message = null;};}`,
+		`variable "x" {;type = list(string);default = null;}`,
+		`variable "x" {;sensitive = "yes";description = 3;}`,
+		`locals {;a = [for x in local.b : x];b = local.a[*];}`,
+		`locals {;a = each.key;b = event.node;c = var.nope;}`,
+		`locals {;a = 1;};locals {;a = 2;};locals {;b = local.a + local.c;}`,
+		`job "a" {;for_each = local.x;};locals {;x = local.x;}`,
+		`provider "sql" "s" {;driver = "sqlite";dsn = var.dsn;}`,
+		`variable "dsn" {;default = "x.db";};provider "sql" "s" {;driver = "sqlite";dsn = "${each.key}${var.dsn}";}`,
+		`agent {;node_id = each.value;}`,
+	} {
+		src = strings.ReplaceAll(src, ";", "\n")
+		for _, noEnv := range []bool{false, true} {
+			opts := testOpts
+			opts.NoEnv = noEnv
+			_, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+			for _, d := range diags.All() {
+				if d.Summary == "Internal error" {
+					t.Errorf("%s (no-env %v): %s", src, noEnv, d.Detail)
+				}
+				if strings.HasPrefix(d.Summary, "Missing newline") || strings.HasPrefix(d.Summary, "Invalid single-argument") || strings.HasPrefix(d.Summary, "Argument or block definition required") {
+					t.Errorf("%s: the case does not parse: %s", src, d.Summary)
+				}
+			}
+		}
+	}
+}

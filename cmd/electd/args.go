@@ -120,7 +120,7 @@ func (c *command) usage(w io.Writer) {
 // Terraform.
 func (c *command) varFlags() *[]config.Var {
 	var vars []config.Var
-	c.Func("var", "set the input variable NAME to VALUE, given as `NAME=VALUE` (repeatable; a later -var or -var-file wins)", func(s string) error {
+	c.Func("var", "set an input variable: `NAME=VALUE` (repeatable; a later -var or -var-file wins)", func(s string) error {
 		v, err := config.ParseVar(s)
 		if err != nil {
 			return err
