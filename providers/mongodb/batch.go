@@ -60,10 +60,10 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 	}, fail)
 	retry := p.acquireBatch(ctx, reqs, batch, out, errs, fail)
 	forEach(retry, func(i int) {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range repeats {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
 	return out, errs
 }
@@ -139,6 +139,12 @@ func (p *Provider) acquireBatch(ctx context.Context, reqs []providers.AcquireReq
 		l := providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(prev.Token) + 1, TTL: r.TTL, Value: prev.Value}
 		if t, ok := terms[r.Key]; ok && t.Holder == r.Holder && uint64(t.Token) == l.Token {
 			l.Expires = t.Expires
+		}
+		if l.Token <= r.Floor {
+			if l, err = p.raise(ctx, l, r.Floor); err != nil {
+				fail(i, err)
+				continue
+			}
 		}
 		out[i] = l
 	}

@@ -114,11 +114,42 @@ var upsertAfter = options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(o
 // Acquire starts a new term on key for holder when the lease is free,
 // expired or already held by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL)
+	if err == nil {
+		l, err = p.raise(ctx, l, req.Floor)
+	}
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("mongodb: acquire %q: %w", key, err)
+		return providers.Lease{}, fmt.Errorf("mongodb: acquire %q: %w", req.Key, err)
 	}
 	return l, err
+}
+
+// raise lifts the token of a term just won to floor + 1 when it is not
+// above floor (the store lost writes that its caller saw). It is a second
+// write, guarded by holder and token: the term is the caller's, unused
+// until it returns, and FerretDB (the clientTime path) has no update
+// pipelines to do it in the acquire's own statement.
+func (p *Provider) raise(ctx context.Context, l providers.Lease, floor uint64) (providers.Lease, error) {
+	if l.Token > floor {
+		return l, nil
+	}
+	res, err := p.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: l.Key}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: int64(l.Token)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "token", Value: int64(floor + 1)}}}})
+	switch {
+	case err != nil:
+		return providers.Lease{}, fmt.Errorf("raise the token above %d: %w", floor, err)
+	case res.MatchedCount == 0:
+		return providers.Lease{}, fmt.Errorf("raise the token above %d: the term was lost meanwhile", floor)
+	}
+	l.Token = floor + 1
+	return l, nil
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
