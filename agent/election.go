@@ -72,6 +72,11 @@ func (j *job) notify() {
 			j.wait(d) // another node should have it first
 			return
 		}
+		now := j.l.clock.Now()
+		if now.Before(j.rushed.Add(j.spec.RetryEvery)) {
+			return // one early attempt per retry_every: the timer stands
+		}
+		j.rushed = now
 		j.l.cancel(j.timer)
 		j.attempt()
 	}

@@ -211,3 +211,60 @@ func TestHangingRenewalAbandoned(t *testing.T) {
 		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 7.8s (the step-down point)", real)
 	}
 }
+
+// TestNotificationsDoNotStorm: a candidate refused by a live term tries at
+// once on a notification at most once per retry_every, however many come
+// (candidates whose attempts notify each other, or themselves, once woke
+// each other in a loop); after retry_every a notification is acted on at
+// once again.
+func TestNotificationsDoNotStorm(t *testing.T) {
+	clk := newFakeClock()
+	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
+	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if _, err := p.Acquire(context.Background(), "timed", "other#1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f := newFaulty(p, clk)
+	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
+		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
+	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), hclog.NewNullLogger())
+	j := newJob(&spec, l, Options{Clock: clk})
+	l.post(j.start)
+	t.Cleanup(func() {
+		l.post(func() { j.end(ErrStopping) })
+		<-j.done()
+		l.close()
+	})
+	if c := f.nextCall(t); c.op != "acquire" || !errors.Is(c.err, providers.ErrHeld) {
+		t.Fatalf("first call: %s %v, want a refused acquire", c.op, c.err)
+	}
+	// A burst of notifications, some while an attempt is out, some while
+	// the job waits; the clock stands still, so no timer fires.
+	burst := func() int {
+		for range 40 {
+			l.post(j.notify)
+			time.Sleep(2 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		n := 0
+		for len(f.calls) > 0 {
+			if c := <-f.calls; c.op == "acquire" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := burst(); n != 1 {
+		t.Errorf("40 notifications within retry_every: %d attempts, want 1", n)
+	}
+	clk.mu.Lock()
+	clk.now = clk.now.Add(spec.RetryEvery) // the waiters due by then are left to fire on the next advance
+	clk.mu.Unlock()
+	if n := burst(); n != 1 {
+		t.Errorf("40 notifications a retry_every later: %d attempts, want 1", n)
+	}
+}
