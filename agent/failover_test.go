@@ -72,6 +72,19 @@ func handover(t *testing.T, agents []*testAgent, lead *testAgent, token uint64) 
 	return leader(t, agents, token, 15*time.Second)
 }
 
+// sawEverywhere waits until every agent's mark has reached token.
+func sawEverywhere(t *testing.T, agents []*testAgent, token uint64) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("every agent saw token %d", token), func() bool {
+		for _, a := range agents {
+			if j := a.Jobs(); len(j) != 1 || j[0].TokenMark < token {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // electedAfter waits for the first term won after since and returns its
 // token.
 func electedAfter(t *testing.T, agents []*testAgent, since time.Time) uint64 {
@@ -165,15 +178,7 @@ provider "sql" "s" {
 	})
 	standby.HoldReplication(t)
 	_, lost := handover(t, agents, lead, token)
-	// Every agent sees the lost term (candidates are refused by it).
-	eventually(t, 10*time.Second, "every agent saw the third term", func() bool {
-		for _, a := range agents {
-			if j := a.Jobs(); len(j) != 1 || j[0].TokenMark < lost {
-				return false
-			}
-		}
-		return true
-	})
+	sawEverywhere(t, agents, lost) // candidates are refused by the lost term
 	failed := time.Now()
 	primary.Proc.Stop() // kill -9 of the primary's process group
 	standby.Promote(t)
@@ -212,14 +217,7 @@ provider "redis" "r" {
 		t.Fatal(err)
 	}
 	_, lost := handover(t, agents, lead, token)
-	eventually(t, 10*time.Second, "every agent saw the third term", func() bool {
-		for _, a := range agents {
-			if j := a.Jobs(); len(j) != 1 || j[0].TokenMark < lost {
-				return false
-			}
-		}
-		return true
-	})
+	sawEverywhere(t, agents, lost)
 	if v, _ := replica.HGet(ctx, "electd:lease:f", "token").Result(); v != fmt.Sprint(token) {
 		t.Fatalf("the replica has token %s, want %d: replication was not held back", v, token)
 	}

@@ -54,6 +54,12 @@ func TestTerm(t *testing.T) {
 // timingJob runs one job's loop on a fake clock over a real SQLite store
 // with faults injected into Renew.
 func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
+	return timingJobOn(t, nil)
+}
+
+// timingJobOn is timingJob with prepare run on the store before the job
+// starts.
+func timingJobOn(t *testing.T, prepare func(providers.Provider)) (*job, *faulty, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock()
 	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
@@ -62,6 +68,9 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	if prepare != nil {
+		prepare(p)
+	}
 	f := newFaulty(p, clk)
 	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
 		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
@@ -218,27 +227,12 @@ func TestHangingRenewalAbandoned(t *testing.T) {
 // each other in a loop); after retry_every a notification is acted on at
 // once again.
 func TestNotificationsDoNotStorm(t *testing.T) {
-	clk := newFakeClock()
-	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if _, err := p.Acquire(context.Background(), "timed", "other#1", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	f := newFaulty(p, clk)
-	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
-		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
-	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), hclog.NewNullLogger())
-	j := newJob(&spec, l, Options{Clock: clk})
-	l.post(j.start)
-	t.Cleanup(func() {
-		l.post(func() { j.end(ErrStopping) })
-		<-j.done()
-		l.close()
+	j, f, clk := timingJobOn(t, func(p providers.Provider) {
+		if _, err := p.Acquire(context.Background(), "timed", "other#1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	})
+	l := j.l
 	if c := f.nextCall(t); c.op != "acquire" || !errors.Is(c.err, providers.ErrHeld) {
 		t.Fatalf("first call: %s %v, want a refused acquire", c.op, c.err)
 	}
@@ -262,7 +256,7 @@ func TestNotificationsDoNotStorm(t *testing.T) {
 		t.Errorf("40 notifications within retry_every: %d attempts, want 1", n)
 	}
 	clk.mu.Lock()
-	clk.now = clk.now.Add(spec.RetryEvery) // the waiters due by then are left to fire on the next advance
+	clk.now = clk.now.Add(j.spec.RetryEvery) // the waiters due by then are left to fire on the next advance
 	clk.mu.Unlock()
 	if n := burst(); n != 1 {
 		t.Errorf("40 notifications a retry_every later: %d attempts, want 1", n)
