@@ -72,6 +72,11 @@ func (j *job) notify() {
 			j.wait(d) // another node should have it first
 			return
 		}
+		now := j.l.clock.Now()
+		if now.Before(j.rushed.Add(j.spec.RetryEvery)) {
+			return // one early attempt per retry_every: the timer stands
+		}
+		j.rushed = now
 		j.l.cancel(j.timer)
 		j.attempt()
 	}
@@ -95,7 +100,7 @@ func (j *job) attempt() {
 	sent := j.l.clock.Now()
 	// An answer that comes too late for the term to be of use is abandoned.
 	window := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
-	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL},
+	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL, Floor: j.mark},
 		timeout: window, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
 }
 
@@ -110,6 +115,7 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		return
 	case err == nil:
 		j.opDone(nil)
+		j.seeToken(lease.Token, true)
 		j.checkClash("")
 		j.lead(lease, sent)
 		return
@@ -123,7 +129,12 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		case j.spec.Mode == config.ModeLock:
 			j.log().Debug("slot taken by another node", "slot", j.slot.UTC().Format(time.RFC3339))
 			j.compete()
-		case j.notified:
+		case j.notified && !j.l.clock.Now().Before(j.rushed.Add(j.spec.RetryEvery)):
+			// The lease may have been released after the store judged
+			// this attempt: try again at once, but once per retry_every
+			// at most, so that candidates whose attempts notify each
+			// other (or themselves) back off like any refused attempt.
+			j.rushed = j.l.clock.Now()
 			j.attempt()
 		case held.Remaining > 0:
 			// The store said when the term ends, by its own clock: try then

@@ -10,6 +10,7 @@ import (
 // follow records the lease's holder as this node's leader.
 func (j *job) follow(holder string, token uint64) {
 	j.checkClash(holder)
+	j.seeToken(token, false)
 	node := NodeOf(holder)
 	j.setFollower(node, token)
 	if node != "" {

@@ -44,6 +44,7 @@ type job struct {
 	work    *leaderWork
 	slot    time.Time  // lock mode: the slot of this attempt
 	holdOff time.Time  // a candidate does not compete before
+	rushed  time.Time  // when a refused attempt was last retried at once on a notification
 	ending  error      // end was called: no new term
 	once    *onceState // RunOnce: one term only (once.go); nil under Run
 	started time.Time  // when the job started on this agent
@@ -52,6 +53,10 @@ type job struct {
 	// The leader as this node last knew it, for on_leader_change (events.go).
 	lastLeader string
 	clash      *clash
+
+	// The highest token seen for the job, and the last one reported below
+	// it (mark.go).
+	mark, regressed uint64
 }
 
 type renewal struct {
@@ -118,6 +123,8 @@ func (j *job) holder() string { return j.l.fleet.holder }
 // prior has ended.
 func (j *job) inherit(prior *job) {
 	j.known, j.lastLeader, j.clash = prior.known, prior.lastLeader, prior.clash
+	j.mark, j.regressed = prior.mark, prior.regressed
+	j.inheritTokens(prior.get())
 	st := prior.get()
 	if st.State == StateFollower {
 		j.mu.Lock()

@@ -264,7 +264,7 @@ func (l *loop) flush() {
 		l.acquires = nil
 		send(l, "acquire_batch", ops, l.acquirer != nil, func(o acquireOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o acquireOp) func() {
-				lease, err := l.prov.Acquire(ctx, o.req.Key, o.req.Holder, o.req.TTL)
+				lease, err := providers.AcquireAbove(ctx, l.prov, o.req)
 				return func() { o.done(lease, err) }
 			},
 			func(ctx context.Context, ops []acquireOp) (func(), error) {

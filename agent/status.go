@@ -74,6 +74,11 @@ type JobStatus struct {
 	Competing bool          `json:"competing"`
 	Waiting   string        `json:"waiting,omitempty"`
 	Health    *HealthStatus `json:"health,omitempty"` // nil when the job has no check
+	// TokenMark is the highest fencing token this node has seen for the
+	// job; TokenRegressions counts the tokens the store reported below it
+	// (writes the store lost, mark.go).
+	TokenMark        uint64 `json:"token_mark"`
+	TokenRegressions uint64 `json:"token_regressions"`
 }
 
 // ErrNoSuchJob is returned by StepDown for a job the agent does not run.
@@ -148,7 +153,8 @@ func (s *status) sample() metrics.JobSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	js := metrics.JobSample{Job: s.st.Job, Leader: s.leading,
-		Elected: s.elected, Demoted: s.demoted, LeaderChanges: s.leaderChanges, Eligible: s.st.Eligible}
+		Elected: s.elected, Demoted: s.demoted, LeaderChanges: s.leaderChanges, Eligible: s.st.Eligible,
+		TokenRegressions: s.st.TokenRegressions}
 	if s.st.Health != nil {
 		js.HasHealth, js.Healthy = true, s.st.Health.Status == HealthPassing
 	}
@@ -250,4 +256,26 @@ func (s *status) setFollower(node string, token uint64) {
 	}
 	s.st.Leader, s.st.Token = node, token
 	s.st.LeaseExpires = nil
+}
+
+func (s *status) setTokenMark(token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.TokenMark = token
+}
+
+// countRegression counts a token reported below the mark and returns the
+// count.
+func (s *status) countRegression() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.TokenRegressions++
+	return s.st.TokenRegressions
+}
+
+// inheritTokens keeps the mark's figures of the job this one replaces.
+func (s *status) inheritTokens(prior JobStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.TokenMark, s.st.TokenRegressions = prior.TokenMark, prior.TokenRegressions
 }

@@ -55,6 +55,12 @@ func TestTerm(t *testing.T) {
 // timingJob runs one job's loop on a fake clock over a real SQLite store
 // with faults injected into Renew.
 func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
+	return timingJobOn(t, nil)
+}
+
+// timingJobOn is timingJob with prepare run on the store before the job
+// starts.
+func timingJobOn(t *testing.T, prepare func(providers.Provider)) (*job, *faulty, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock()
 	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
@@ -63,6 +69,9 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	if prepare != nil {
+		prepare(p)
+	}
 	f := newFaulty(p, clk)
 	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
 		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
@@ -210,5 +219,47 @@ func TestHangingRenewalAbandoned(t *testing.T) {
 	}
 	if real := time.Since(start); real < 7*time.Second {
 		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 7.8s (the step-down point)", real)
+	}
+}
+
+// TestNotificationsDoNotStorm: a candidate refused by a live term tries at
+// once on a notification at most once per retry_every, however many come
+// (candidates whose attempts notify each other, or themselves, once woke
+// each other in a loop); after retry_every a notification is acted on at
+// once again.
+func TestNotificationsDoNotStorm(t *testing.T) {
+	j, f, clk := timingJobOn(t, func(p providers.Provider) {
+		if _, err := p.Acquire(context.Background(), "timed", "other#1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	l := j.l
+	if c := f.nextCall(t); c.op != "acquire" || !errors.Is(c.err, providers.ErrHeld) {
+		t.Fatalf("first call: %s %v, want a refused acquire", c.op, c.err)
+	}
+	// A burst of notifications, some while an attempt is out, some while
+	// the job waits; the clock stands still, so no timer fires.
+	burst := func() int {
+		for range 40 {
+			l.post(j.notify)
+			time.Sleep(2 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		n := 0
+		for len(f.calls) > 0 {
+			if c := <-f.calls; c.op == "acquire" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := burst(); n != 1 {
+		t.Errorf("40 notifications within retry_every: %d attempts, want 1", n)
+	}
+	clk.mu.Lock()
+	clk.now = clk.now.Add(j.spec.RetryEvery) // the waiters due by then are left to fire on the next advance
+	clk.mu.Unlock()
+	if n := burst(); n != 1 {
+		t.Errorf("40 notifications a retry_every later: %d attempts, want 1", n)
 	}
 }

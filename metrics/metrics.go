@@ -97,6 +97,15 @@ func (i *instrumented) Acquire(ctx context.Context, key, holder string, ttl time
 	return l, err
 }
 
+// AcquireAbove is timed as an acquire; a provider without the capability
+// gets a plain Acquire (providers.AcquireAbove).
+func (i *instrumented) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	start := time.Now()
+	l, err := providers.AcquireAbove(ctx, i.p, req)
+	i.observe("acquire", start, err)
+	return l, err
+}
+
 func (i *instrumented) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
 	start := time.Now()
 	l, err := i.p.Renew(ctx, l)
@@ -146,6 +155,9 @@ type JobSample struct {
 	// Eligible: the job's constraint admits this node. Healthy is the
 	// job's health check here, when it has one.
 	Eligible, HasHealth, Healthy bool
+	// TokenRegressions: tokens the store reported below the highest this
+	// node had seen (writes it lost in a failover).
+	TokenRegressions uint64
 }
 
 // CollectJobs sets where electd_is_leader and electd_transitions_total come
@@ -165,6 +177,8 @@ var (
 		"Leadership events seen by this node, by type (elected, demoted, leader_change).", []string{"job", "type"}, nil)
 	healthyDesc = prometheus.NewDesc("electd_job_healthy",
 		"1 while the job's health check passes on this node, else 0 (jobs with a health block).", []string{"job"}, nil)
+	regressionsDesc = prometheus.NewDesc("electd_token_regressions_total",
+		"Fencing tokens the store reported below the highest this node had seen for the job: writes the store lost (a failover to a replica behind). Acquires still ask above the highest seen.", []string{"job"}, nil)
 	eligibleDesc = prometheus.NewDesc("electd_job_eligible",
 		"1 when the job's constraint admits this node, else 0.", []string{"job"}, nil)
 )
@@ -186,6 +200,7 @@ func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- transitionsDesc
 	ch <- healthyDesc
 	ch <- eligibleDesc
+	ch <- regressionsDesc
 }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -198,6 +213,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range sample() {
 		ch <- prometheus.MustNewConstMetric(isLeaderDesc, prometheus.GaugeValue, gauge(s.Leader), s.Job)
 		ch <- prometheus.MustNewConstMetric(eligibleDesc, prometheus.GaugeValue, gauge(s.Eligible), s.Job)
+		ch <- prometheus.MustNewConstMetric(regressionsDesc, prometheus.CounterValue, float64(s.TokenRegressions), s.Job)
 		if s.HasHealth {
 			ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, gauge(s.Healthy), s.Job)
 		}

@@ -133,7 +133,7 @@ func TestInstrumentKeepsNotifier(t *testing.T) {
 func TestHandlerExposesEveryMetric(t *testing.T) {
 	m := New("1.2.3", "abc")
 	m.CollectJobs(func() []JobSample {
-		return []JobSample{{Job: "billing", Leader: true, Elected: 1}}
+		return []JobSample{{Job: "billing", Leader: true, Elected: 1, TokenRegressions: 2}}
 	})
 	m.LeaseOp.WithLabelValues("sql.main", "renew").Observe(0.01)
 	m.LeaseErrors.WithLabelValues("sql.main", "renew").Inc()
@@ -149,6 +149,7 @@ func TestHandlerExposesEveryMetric(t *testing.T) {
 	for _, want := range []string{
 		`electd_is_leader{job="billing"} 1`,
 		`electd_transitions_total{job="billing",type="elected"} 1`,
+		`electd_token_regressions_total{job="billing"} 2`,
 		`electd_lease_op_seconds_count{op="renew",provider="sql.main"} 1`,
 		`electd_lease_op_errors_total{op="renew",provider="sql.main"} 1`,
 		`electd_action_runs_total{event="elected",job="billing",kind="exec",result="ok"} 1`,

@@ -102,11 +102,35 @@ type BatchRenewer interface {
 	RenewMany(ctx context.Context, leases []Lease) ([]Lease, []error)
 }
 
-// AcquireRequest is one lease asked for in an AcquireMany.
+// AcquireRequest is one lease asked for in an AcquireMany or AcquireAbove.
 type AcquireRequest struct {
 	Key    string
 	Holder string
 	TTL    time.Duration
+	// Floor is a token the new term's must be above, besides the store's
+	// own counter: the highest token the caller has seen for the key (its
+	// terms, the holders it observed or was refused by). A store that lost
+	// writes (a failover to a replica that had not received them) would
+	// otherwise count again from an older token and hand out one it had
+	// handed out before. Zero: no floor.
+	Floor uint64
+}
+
+// FloorAcquirer is the Acquire that honours AcquireRequest.Floor: the new
+// token is max(store's counter, Floor) + 1. Every provider of this module
+// implements it (providertest checks), and AcquireMany honours Floor too.
+type FloorAcquirer interface {
+	AcquireAbove(ctx context.Context, req AcquireRequest) (Lease, error)
+}
+
+// AcquireAbove acquires req through p's FloorAcquirer, or with a plain
+// Acquire when p has none (the floor is then not honoured: the caller sees
+// a token at or below it and can tell).
+func AcquireAbove(ctx context.Context, p Provider, req AcquireRequest) (Lease, error) {
+	if f, ok := p.(FloorAcquirer); ok {
+		return f.AcquireAbove(ctx, req)
+	}
+	return p.Acquire(ctx, req.Key, req.Holder, req.TTL)
 }
 
 // BatchAcquirer is an optional capability: trying many Acquires in one
@@ -162,3 +186,7 @@ func As[T any](p Provider) (T, bool) {
 	var zero T
 	return zero, false
 }
+
+// NextToken is a new term's token: one above both the store's counter and
+// the caller's floor (AcquireRequest.Floor).
+func NextToken(counter, floor uint64) uint64 { return max(counter, floor) + 1 }

@@ -125,6 +125,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		if note == "" && !j.Competing && j.State != agent.StateLeader && j.State != agent.StateStopping {
 			note = j.Waiting
 		}
+		if j.TokenRegressions > 0 {
+			// Rare and serious: a fence downstream may refuse the leader.
+			lost := fmt.Sprintf("the store reported %d token(s) below %d, the highest seen: it lost writes", j.TokenRegressions, j.TokenMark)
+			note = strings.TrimPrefix(note+"; "+lost, "; ")
+		}
 		health := "-"
 		if j.Health != nil {
 			health = j.Health.Status

@@ -32,14 +32,21 @@ func (p *Provider) clients(key, holder string) (*blockblob.Client, *lease.BlobCl
 // service's clock, broken); a holder that already has it proposes the same
 // lease id, gets it back with a fresh duration, and a new term too.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("azureblob: acquire %q: %w", key, err)
+		return providers.Lease{}, fmt.Errorf("azureblob: acquire %q: %w", req.Key, err)
 	}
 	return l, nil
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkKey(key); err != nil {
 		return providers.Lease{}, err
 	}
@@ -77,7 +84,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		case err != nil:
 			return providers.Lease{}, fmt.Errorf("take lease: %w", err)
 		}
-		l, err := p.startTerm(ctx, b, id, key, holder, ttl, start)
+		l, err := p.startTerm(ctx, b, id, key, holder, ttl, floor, start)
 		if notOurs(err) {
 			// The lease ran out and was taken between AcquireLease and the
 			// write (a pause longer than the ttl): start over.
@@ -92,13 +99,13 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 // If-Match on the ETag read just before stops a second writer holding the
 // same lease id (the same holder name in another process) from bumping the
 // token from the same value: it re-reads and bumps again.
-func (p *Provider) startTerm(ctx context.Context, b *blockblob.Client, id, key, holder string, ttl time.Duration, start time.Time) (providers.Lease, error) {
+func (p *Provider) startTerm(ctx context.Context, b *blockblob.Client, id, key, holder string, ttl time.Duration, floor uint64, start time.Time) (providers.Lease, error) {
 	for range attempts {
 		s, err := p.read(ctx, b)
 		if err != nil {
 			return providers.Lease{}, fmt.Errorf("read record: %w", err)
 		}
-		rec := record{holder: holder, token: s.rec.token + 1, value: s.rec.value, ttl: ttl, expires: start.Add(ttl)}
+		rec := record{holder: holder, token: providers.NextToken(s.rec.token, floor), value: s.rec.value, ttl: ttl, expires: start.Add(ttl)}
 		err = write(ctx, b, rec, s.etag, id)
 		if bloberror.HasCode(err, bloberror.ConditionNotMet) {
 			continue

@@ -266,7 +266,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 					verdict[it.i] = err
 					continue
 				}
-				rec := record{Holder: r.Holder, Token: cur[n].Token + 1, Expires: stamp(now.Add(r.TTL)), Value: cur[n].Value}
+				rec := record{Holder: r.Holder, Token: int64(providers.NextToken(uint64(cur[n].Token), r.Floor)), Expires: stamp(now.Add(r.TTL)), Value: cur[n].Value}
 				next[it.i], puts[n] = &rec, &rec
 			}
 			return puts
@@ -290,10 +290,10 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		})
 	}()
 	forEach(retry, func(i int) {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range repeats {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
 	return out, errs
 }

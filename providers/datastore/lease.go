@@ -75,14 +75,22 @@ func checkLease(key, holder string, ttl time.Duration) error {
 // expired (ClockSkew past its expiry, by this node's clock) or already held
 // by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	key := req.Key
+	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
 		return providers.Lease{}, fmt.Errorf("datastore: acquire %q: %w", key, err)
 	}
 	return l, err
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkLease(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
@@ -116,7 +124,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		if err := p.held(key, cur, holder, now); err != nil {
 			return err
 		}
-		next = record{Holder: holder, Token: cur.Token + 1, Expires: stamp(now.Add(ttl)), Value: cur.Value}
+		next = record{Holder: holder, Token: int64(providers.NextToken(uint64(cur.Token), floor)), Expires: stamp(now.Add(ttl)), Value: cur.Value}
 		if _, err := tx.Put(k, &next); err != nil {
 			return err
 		}

@@ -97,10 +97,10 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		}
 	}()
 	forEach(retry, func(i int) {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range single {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
 	return out, errs
 }
@@ -117,7 +117,7 @@ func (p *Provider) acquireRead(ctx context.Context, cli *clientv3.Client, since 
 			refused = append(refused, i)
 			continue
 		}
-		terms = append(terms, &newTerm{i: i, st: st, ttl: secs[i], token: st.rec.Token + 1})
+		terms = append(terms, &newTerm{i: i, st: st, ttl: secs[i], token: providers.NextToken(st.rec.Token, reqs[i].Floor)})
 	}
 	for _, s := range distinct(secs, refused) {
 		p.ready(cli, s)

@@ -164,7 +164,7 @@ func (p *Provider) acquireFreed(ctx context.Context, cli *clientv3.Client, since
 			retry = append(retry, i)
 			continue
 		}
-		placed = append(placed, &newTerm{i: i, st: fstates[n], id: s.id, token: fstates[n].rec.Token + 1})
+		placed = append(placed, &newTerm{i: i, st: fstates[n], id: s.id, token: providers.NextToken(fstates[n].rec.Token, reqs[i].Floor)})
 	}
 	confirm := func(t *newTerm) error {
 		sess, err := p.session(ctx, cli, secs[t.i], since)

@@ -22,14 +22,22 @@ var errChanged = errors.New("lease changed hands during the operation; gave up a
 // Acquire starts a new term on key for holder when the lease key is absent
 // (never held, released, or deleted by etcd at expiry) or names holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	key := req.Key
+	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
 		return providers.Lease{}, fmt.Errorf("etcd: acquire %q: %w", key, p.explain(err))
 	}
 	return l, err
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkKey(key); err != nil {
 		return providers.Lease{}, err
 	}
@@ -73,7 +81,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		if err != nil {
 			return providers.Lease{}, err
 		}
-		next := record{Holder: holder, Token: st.rec.Token + 1, Value: st.rec.Value}
+		next := record{Holder: holder, Token: providers.NextToken(st.rec.Token, floor), Value: st.rec.Value}
 		resp, err := cli.Txn(ctx).If(p.unchanged(key, st)...).Then(
 			clientv3.OpPut(p.leaseKey(key), encode(holding{Holder: holder, Token: next.Token, TTL: secs}), clientv3.WithLease(sess.id)),
 			clientv3.OpPut(p.recordKey(key), encode(next)),

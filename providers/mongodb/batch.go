@@ -54,10 +54,10 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 	}, fail)
 	retry := p.acquireBatch(ctx, reqs, batch, out, errs, fail)
 	forEach(retry, func(i int) {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range repeats {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
 	return out, errs
 }
@@ -89,7 +89,7 @@ func (p *Provider) acquireBatch(ctx context.Context, reqs []providers.AcquireReq
 			errs[i] = heldError(r.Key, rec)
 			continue
 		}
-		es = append(es, entry{key: r.Key, slot: rec.Slot + 1, token: rec.Token + 1, holder: r.Holder, value: rec.Value, ttl: r.TTL})
+		es = append(es, entry{key: r.Key, slot: rec.Slot + 1, token: nextToken(rec.Token, r.Floor), holder: r.Holder, value: rec.Value, ttl: r.TTL})
 		pending = append(pending, i)
 	}
 	got, results := p.appendMany(ctx, tb, es, true)

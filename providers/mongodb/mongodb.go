@@ -121,9 +121,16 @@ func ours(rec record, l providers.Lease) bool {
 // Acquire starts a new term on key for holder when the lease is free,
 // expired or already held by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("mongodb: acquire %q: %w", key, err)
+		return providers.Lease{}, fmt.Errorf("mongodb: acquire %q: %w", req.Key, err)
 	}
 	return l, err
 }
@@ -132,7 +139,7 @@ func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Dur
 // slot with the next token. Of candidates that read the same entry, the
 // server lets exactly one insert that slot (the unique _id); the others
 // collide and read again.
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkLease(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
@@ -149,7 +156,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		if found && cur.Holder != "" && cur.Holder != holder && !cur.Expired {
 			return providers.Lease{}, heldError(key, cur)
 		}
-		e := entry{key: key, slot: cur.Slot + 1, token: cur.Token + 1, holder: holder, value: cur.Value, ttl: ttl}
+		e := entry{key: key, slot: cur.Slot + 1, token: nextToken(cur.Token, floor), holder: holder, value: cur.Value, ttl: ttl}
 		rec, err := p.append(ctx, tb, e)
 		if err == nil {
 			l := leaseOf(key, rec)
@@ -162,6 +169,11 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		lastErr = errors.New("lease changed hands during acquire")
 	}
 	return providers.Lease{}, fmt.Errorf("gave up after %d attempts: %w", acquireAttempts, lastErr)
+}
+
+// nextToken is providers.NextToken on the log's signed tokens.
+func nextToken(token int64, floor uint64) int64 {
+	return int64(providers.NextToken(uint64(token), floor))
 }
 
 // errSlotTaken: the slot written was another writer's, or the write was

@@ -131,17 +131,25 @@ var errConflict = errors.New("compare-and-set lost")
 // its term has expired by the server's clock, or holder already holds it;
 // the token grows by one.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	key, holder, ttl := req.Key, req.Holder, req.TTL
 	if err := limits.Check(key, holder, ttl); err != nil {
 		return providers.Lease{}, fmt.Errorf("nats: acquire %q: %w", key, err)
 	}
-	l, err := p.acquire(ctx, key, holder, ttl)
+	l, err := p.acquire(ctx, key, holder, ttl, req.Floor)
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
 		return providers.Lease{}, fmt.Errorf("nats: acquire %q: %w", key, err)
 	}
 	return l, err
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	kv, err := p.store(ctx)
 	if err != nil {
 		return providers.Lease{}, err
@@ -169,7 +177,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 				}
 			}
 		}
-		next := record{Holder: holder, Token: st.rec.Token + 1, TTL: int64(ttl), Value: st.rec.Value}
+		next := record{Holder: holder, Token: providers.NextToken(st.rec.Token, floor), TTL: int64(ttl), Value: st.rec.Value}
 		sent := time.Now()
 		rev, err := p.write(ctx, kv, key, next, st.rev)
 		if errors.Is(err, errConflict) {

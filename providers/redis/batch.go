@@ -194,6 +194,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			switch {
 			case v.keep != 0:
 				out[i] = v.lease
+				p.announce(r.Key)
 			case v.err != nil:
 				fail(i, v.err)
 			default:
@@ -204,7 +205,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 	})
 	parallel(len(retries), func(k int) {
 		i, r := retries[k].i, reqs[retries[k].i]
-		l, err := p.acquireFrom(ctx, r.Key, r.Holder, r.TTL, 2, retries[k].minToken)
+		l, err := p.acquireFrom(ctx, r.Key, r.Holder, r.TTL, 2, max(retries[k].minToken, r.Floor+1))
 		if err != nil {
 			fail(i, err)
 			return
@@ -212,7 +213,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		out[i] = l
 	})
 	for _, i := range repeats {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
 	return out, errs
 }
@@ -223,7 +224,7 @@ func (p *Provider) nodeAcquireMany(ctx context.Context, n *node, reqs []provider
 		r := reqs[i]
 		calls[j] = scriptCall{
 			keys: []string{p.stateKey(r.Key), p.liveKey(r.Key)},
-			args: []any{r.Holder, r.TTL.Milliseconds(), "0", p.channel(r.Key)},
+			args: []any{r.Holder, r.TTL.Milliseconds(), floorArg(r.Floor), p.channel(r.Key), p.publishWins()},
 		}
 	}
 	out := make([]result[record], len(idx))

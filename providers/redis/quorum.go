@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -105,21 +106,41 @@ func (p *Provider) quorumExpiry(exps []time.Time) time.Time {
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (by the servers' clocks) or already held by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("redis: acquire %q: %w", key, err)
+		return providers.Lease{}, fmt.Errorf("redis: acquire %q: %w", req.Key, err)
 	}
 	return l, err
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkLease(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
-	// The first attempt lets every server increment its own counter: when
-	// the servers agree, as they do unless a term missed one, that is one
-	// round trip. A retry asks for one more than the highest counter seen.
-	return p.acquireFrom(ctx, key, holder, ttl, 1, 0)
+	// The first attempt lets every server increment its own counter (up to
+	// the floor): when the servers agree, as they do unless a term missed
+	// one, that is one round trip. A retry asks for one more than the
+	// highest counter seen.
+	var minToken uint64
+	if floor > 0 {
+		minToken = floor + 1
+	}
+	return p.acquireFrom(ctx, key, holder, ttl, 1, minToken)
+}
+
+// floorArg is the acquire script's minimum token for a caller's floor.
+func floorArg(floor uint64) string {
+	if floor == 0 {
+		return "0"
+	}
+	return strconv.FormatUint(floor+1, 10)
 }
 
 // acquireFrom runs the attempts of an Acquire from the given one on, the
@@ -151,6 +172,7 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 		p.undo(ctx, key, holder, rs, p.nodes, v.keep)
 		switch {
 		case v.keep != 0:
+			p.announce(key)
 			return v.lease, nil
 		case v.err != nil:
 			return providers.Lease{}, v.err
@@ -204,12 +226,23 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 	// The term is the highest token a quorum agrees on. Every token of this
 	// attempt is above the counter its server had, and a quorum shares a
 	// server with every earlier term's quorum, so the term's token is above
-	// every earlier term's.
+	// every earlier term's while the servers keep their data. Servers
+	// restarted empty break that: a quorum of them agrees on a token far
+	// below the counter of a server that kept its data. So the token must
+	// also be the highest counter any server answered with; when it is not,
+	// the attempt is undone and the next asks every server for more than
+	// that counter, which brings the servers that are behind up to it (the
+	// repair).
 	var token uint64
 	for t, exps := range won {
 		if len(exps) >= p.quorum && t > token {
 			token = t
 		}
+	}
+	if token != 0 && token < v.maxToken {
+		p.log.Warn("servers disagree on the token counter (a server restarted empty, or lost writes): raising them to the highest",
+			"key", key, "quorum_token", token, "highest_counter", v.maxToken)
+		token = 0
 	}
 	if token != 0 && validity > 0 {
 		v.keep = token

@@ -3,9 +3,12 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/redis"
@@ -187,4 +190,41 @@ func TestRedlockServerLostData(t *testing.T) {
 	procs[0].Stop()
 	cycle("server 0 down, server 2 empty before the last term")
 	cycle("again")
+}
+
+// TestRedlockTwoServersRestartedEmpty: two of three servers restarted
+// empty form a quorum that agrees on token 1, while the third has kept its
+// counter. The term must not take that token: a quorum's token is kept only
+// when no server that answered reported a higher counter, and the next
+// attempt raises the servers that are behind (the repair). No floor is
+// given: this is the provider's own rule, not the agents' mark.
+func TestRedlockTwoServersRestartedEmpty(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
+	a := open(t, s)
+	t.Cleanup(func() { a.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	var last uint64
+	for range 20 {
+		l := mustAcquire(t, a, "job", "a")
+		if err := a.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		last = l.Token
+	}
+	restart(t, procs, addrs, 0)
+	restart(t, procs, addrs, 1)
+	l := mustAcquire(t, a, "job", "b")
+	if l.Token <= last {
+		t.Fatalf("after two servers restarted empty: token %d, not above %d, the last term's", l.Token, last)
+	}
+	for i, addr := range addrs {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		got, err := c.HGet(ctx, s.Prefix+"lease:job", "token").Result()
+		c.Close()
+		if err != nil || got != strconv.FormatUint(l.Token, 10) {
+			t.Errorf("server %d: counter %q (%v), want %d: not repaired", i, got, err, l.Token)
+		}
+	}
 }

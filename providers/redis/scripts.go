@@ -19,9 +19,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
-// acquireScript: ARGV holder, ttl ms, minimum token, channel. The new token
-// is the counter + 1, or the minimum when that is larger (Redlock brings a
-// lagging server up to the quorum's counter). Replies
+// acquireScript: ARGV holder, ttl ms, minimum token, channel, and "1" to
+// publish the win (one server, whose answer is final; under Redlock a
+// server's win is not yet the term's, and an attempt that does not win a
+// quorum must wake nobody: the provider announces a won term itself). The
+// new token is the counter + 1, or the minimum when that is larger (the
+// caller's floor, or Redlock bringing a lagging server up to the highest
+// counter seen). Replies
 // {won, holder, token, expires ms, value, value token, value stamp,
 // remaining ms}; remaining is the PTTL of the live key when another holder
 // has it (the server's own measure of the term's rest), else 0.
@@ -40,7 +44,9 @@ end
 token = redis.call('HGET', KEYS[1], 'token')
 redis.call('HSET', KEYS[1], 'holder', ARGV[1])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-redis.call('PUBLISH', ARGV[4], 'acquired')
+if ARGV[5] == '1' then
+  redis.call('PUBLISH', ARGV[4], 'acquired')
+end
 return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0', 0}
 `)
 
@@ -58,9 +64,11 @@ return {1, now + tonumber(ARGV[3])}
 `)
 
 // releaseScript: ARGV holder, token, value, value stamp, channel, and
-// "1" to store the value ("0" when a failed Redlock Acquire undoes its
-// term and must leave the previous term's value as it was). The hash stays:
-// its counter is what keeps the next token growing.
+// "1" to store the value and publish the release ("0" when a failed Redlock
+// Acquire undoes its term: it leaves the previous term's value as it was,
+// and tells nobody, since no term changed hands; publishing it made every
+// candidate try again, and fail again, in a loop). The hash stays: its
+// counter is what keeps the next token growing.
 var releaseScript = goredis.NewScript(`
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
 if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
@@ -71,7 +79,9 @@ if ARGV[6] == '1' then
   redis.call('HSET', KEYS[1], 'value', ARGV[3], 'vtok', ARGV[2], 'vstamp', ARGV[4])
 end
 redis.call('DEL', KEYS[2])
-redis.call('PUBLISH', ARGV[5], 'released')
+if ARGV[6] == '1' then
+  redis.call('PUBLISH', ARGV[5], 'released')
+end
 return 1
 `)
 
@@ -118,7 +128,7 @@ func (a stamped) newer(b stamped) bool {
 
 func (p *Provider) nodeAcquire(ctx context.Context, n *node, key, holder string, ttl time.Duration, minToken uint64) (record, error) {
 	res, err := acquireScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
-		holder, ttl.Milliseconds(), strconv.FormatUint(minToken, 10), p.channel(key)).Slice()
+		holder, ttl.Milliseconds(), strconv.FormatUint(minToken, 10), p.channel(key), p.publishWins()).Slice()
 	if err != nil {
 		return record{}, err
 	}
@@ -189,4 +199,28 @@ func parseRecord(res []any) (record, error) {
 		r.expires = time.UnixMilli(exp)
 	}
 	return r, nil
+}
+
+// publishWins is the acquire script's publish flag: only a single server's
+// win is final when the script runs.
+func (p *Provider) publishWins() string {
+	if len(p.nodes) == 1 {
+		return "1"
+	}
+	return "0"
+}
+
+// announce publishes a term won under Redlock on every server (a quorum of
+// subscribers hears it, as for a release), off the caller's path.
+func (p *Provider) announce(key string) {
+	if len(p.nodes) == 1 {
+		return
+	}
+	for _, n := range p.nodes {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+			defer cancel()
+			_ = n.c.Publish(ctx, p.channel(key), "acquired").Err() // a hint: a server down misses it
+		}()
+	}
 }

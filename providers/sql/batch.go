@@ -59,7 +59,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		}
 	}
 	for _, i := range alone {
-		out[i], errs[i] = p.Acquire(ctx, reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
 	if p.wake != nil {
 		keys := make([]string, len(batch))
@@ -112,7 +112,7 @@ func (p *Provider) acquireChunk(ctx context.Context, reqs []providers.AcquireReq
 			continue
 		}
 		// Freed between the two statements: judged again, on its own.
-		out[i], errs[i] = p.Acquire(ctx, r.Key, r.Holder, r.TTL)
+		out[i], errs[i] = p.AcquireAbove(ctx, r)
 	}
 	return nil
 }
@@ -143,35 +143,37 @@ func (p *Provider) acquireRows(ctx context.Context, reqs []providers.AcquireRequ
 	switch p.d.driver {
 	case "postgres":
 		keys, holders, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]float64, len(chunk))
+		floors := make([]int64, len(chunk))
 		for n, i := range chunk {
 			keys[n], holders[n], ttls[n] = reqs[i].Key, reqs[i].Holder, float64(reqs[i].TTL.Milliseconds())
+			floors[n] = int64(reqs[i].Floor + 1)
 		}
 		// The notification is delivered only if the statement commits.
 		rows, err := p.d.db.QueryContext(ctx, `WITH a AS (
 			INSERT INTO `+t+` AS l ("key", holder, token, expires_at, value)
-			SELECT v.k, v.holder, 1, now() + v.ttl * interval '1 millisecond', ''
-			FROM unnest($1::text[], $2::text[], $3::float8[]) AS v(k, holder, ttl)
+			SELECT v.k, v.holder, v.floor, now() + v.ttl * interval '1 millisecond', ''
+			FROM unnest($1::text[], $2::text[], $3::float8[], $4::bigint[]) AS v(k, holder, ttl, floor)
 			ORDER BY v.k
-			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
+			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token), expires_at = excluded.expires_at
 			WHERE l.holder = '' OR l.expires_at <= now() OR l.holder = excluded.holder
 			RETURNING "key", token, expires_at, value)
-			SELECT "key", token, expires_at, value, pg_notify($4, "key")::text FROM a`,
-			keys, holders, ttls, p.channel)
+			SELECT "key", token, expires_at, value, pg_notify($5, "key")::text FROM a`,
+			keys, holders, ttls, floors, p.channel)
 		if err != nil {
 			return nil, err
 		}
 		return won, scan(rows)
 	case "sqlite":
 		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
-		args := make([]any, 0, 3*len(chunk))
+		args := make([]any, 0, 4*len(chunk))
 		for _, i := range chunk {
-			args = append(args, reqs[i].Key, reqs[i].Holder, reqs[i].TTL.Milliseconds())
+			args = append(args, reqs[i].Key, reqs[i].Holder, reqs[i].TTL.Milliseconds(), int64(reqs[i].Floor+1))
 		}
 		// "WHERE true" tells the parser that ON CONFLICT belongs to the INSERT.
-		rows, err := p.d.db.QueryContext(ctx, `WITH v(k, holder, ttl) AS (VALUES `+placeholders(len(chunk), 3)+`)
+		rows, err := p.d.db.QueryContext(ctx, `WITH v(k, holder, ttl, floor) AS (VALUES `+placeholders(len(chunk), 4)+`)
 			INSERT INTO `+t+` AS l ("key", holder, token, expires_at, value)
-			SELECT k, holder, 1, `+now+` + ttl, '' FROM v WHERE true
-			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
+			SELECT k, holder, floor, `+now+` + ttl, '' FROM v WHERE true
+			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = MAX(l.token + 1, excluded.token), expires_at = excluded.expires_at
 			WHERE l.holder = '' OR l.expires_at <= `+now+` OR l.holder = excluded.holder
 			RETURNING "key", token, expires_at, value`, args...)
 		if err != nil {
@@ -185,10 +187,10 @@ func (p *Provider) acquireRows(ctx context.Context, reqs []providers.AcquireRequ
 	// now held by their requester: exactly those the UPDATE changed, as
 	// holders are per process and the UPDATE's row locks are held.
 	keys := make([]any, len(chunk))
-	v := make([]any, 0, 3*len(chunk))
+	v := make([]any, 0, 4*len(chunk))
 	for n, i := range chunk {
 		keys[n] = reqs[i].Key
-		v = append(v, reqs[i].Key, reqs[i].Holder, p.d.ttlArg(reqs[i].TTL))
+		v = append(v, reqs[i].Key, reqs[i].Holder, p.d.ttlArg(reqs[i].TTL), int64(reqs[i].Floor+1))
 	}
 	tx, err := p.d.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -200,8 +202,8 @@ func (p *Provider) acquireRows(ctx context.Context, reqs []providers.AcquireRequ
 		" ON DUPLICATE KEY UPDATE `key` = `key`", keys...); err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE "+t+" AS l JOIN ("+unionRows(len(chunk), "k", "holder", "ttl")+") AS v ON l.`key` = v.k"+
-		" SET l.holder = v.holder, l.token = l.token + 1, l.expires_at = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL v.ttl MICROSECOND)"+
+	if _, err := tx.ExecContext(ctx, "UPDATE "+t+" AS l JOIN ("+unionRows(len(chunk), "k", "holder", "ttl", "floor")+") AS v ON l.`key` = v.k"+
+		" SET l.holder = v.holder, l.token = GREATEST(l.token + 1, v.floor), l.expires_at = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL v.ttl MICROSECOND)"+
 		" WHERE l.holder = '' OR l.expires_at <= UTC_TIMESTAMP(6) OR l.holder = v.holder", v...); err != nil {
 		return nil, err
 	}

@@ -85,6 +85,7 @@ func newDialect(s Settings) (*dialect, error) {
 			expires_at INTEGER NOT NULL, -- unix milliseconds, host clock
 			value      TEXT    NOT NULL DEFAULT ''`, "")
 		d.q.extra = sqliteReleaseLog(table)
+		d.q.upsert = strings.Replace(d.q.upsert, "GREATEST(", "MAX(", 1) // SQLite's many-argument max
 	case "postgres":
 		cfg, err := pgx.ParseConfig(s.DSN)
 		if err != nil {
@@ -145,7 +146,7 @@ func newDialect(s Settings) (*dialect, error) {
 			"\t\t\t`value`      VARBINARY(256) NOT NULL DEFAULT ''", " ENGINE=InnoDB")
 		d.q.upsert = ""
 		d.q.renew = strings.TrimSuffix(d.q.renew, " RETURNING expires_at")
-		d.q.update = `UPDATE ` + t + ` SET holder = ?, token = token + 1, expires_at = ` + plus +
+		d.q.update = `UPDATE ` + t + ` SET holder = ?, token = GREATEST(token + 1, ?), expires_at = ` + plus +
 			" WHERE `key` = ? AND (holder = '' OR expires_at <= " + now + ` OR holder = ?)`
 		d.q.insertFree = `INSERT INTO ` + t + " (`key`, holder, token, expires_at, value) VALUES (?, '', 0, " + now + ", '')" +
 			" ON DUPLICATE KEY UPDATE `key` = `key`"
@@ -182,8 +183,10 @@ func standardQueries(t, now, remaining, plus, columns, suffix string) queries {
 	return queries{
 		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (` + columns + "\n\t\t)" + suffix,
 		probe:  `SELECT 1 FROM ` + t + ` WHERE 1 = 0`,
-		upsert: `INSERT INTO ` + t + ` AS l ("key", holder, token, expires_at, value) VALUES (?, ?, 1, ` + plus + `, '')
-			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = l.token + 1, expires_at = excluded.expires_at
+		// The inserted token is the floor + 1 (1 without a floor): the
+		// new term's token is the larger of it and the counter + 1.
+		upsert: `INSERT INTO ` + t + ` AS l ("key", holder, token, expires_at, value) VALUES (?, ?, ?, ` + plus + `, '')
+			ON CONFLICT ("key") DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token), expires_at = excluded.expires_at
 			WHERE l.holder = '' OR l.expires_at <= ` + now + ` OR l.holder = excluded.holder
 			RETURNING token, expires_at, value`,
 		selectRow: `SELECT holder, token, expires_at, value, ` + remaining + ` FROM ` + t + ` WHERE "key" = ?`,

@@ -130,15 +130,23 @@ func checkLease(key, holder string, ttl time.Duration) error {
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (by the database clock) or already held by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
-	p.wakeAfter([]string{key}, []error{err})
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor: the statement
+// writes max(token + 1, floor + 1).
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
+	p.wakeAfter([]string{req.Key}, []error{err})
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("sql: acquire %q: %w", key, err)
+		return providers.Lease{}, fmt.Errorf("sql: acquire %q: %w", req.Key, err)
 	}
 	return l, err
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkLease(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
@@ -147,7 +155,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 	}
 	var lastErr error
 	for range acquireAttempts {
-		l, won, err := p.tryAcquire(ctx, key, holder, ttl)
+		l, won, err := p.tryAcquire(ctx, key, holder, ttl, floor)
 		if err != nil {
 			if p.d.retryable(err) && ctx.Err() == nil {
 				lastErr = err
@@ -175,10 +183,10 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 
 // tryAcquire makes one conditional write. won is false when the lease is
 // held by someone else (or, for mysql, when the row had to be created).
-func (p *Provider) tryAcquire(ctx context.Context, key, holder string, ttl time.Duration) (l providers.Lease, won bool, err error) {
+func (p *Provider) tryAcquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (l providers.Lease, won bool, err error) {
 	q := p.d.q
 	if q.upsert != "" {
-		args := []any{key, holder, p.d.ttlArg(ttl)}
+		args := []any{key, holder, int64(floor + 1), p.d.ttlArg(ttl)}
 		if p.d.pg != nil {
 			args = append(args, p.channel)
 		}
@@ -208,7 +216,7 @@ func (p *Provider) tryAcquire(ctx context.Context, key, holder string, ttl time.
 		return l, false, err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	res, err := tx.ExecContext(ctx, q.update, holder, p.d.ttlArg(ttl), key, holder)
+	res, err := tx.ExecContext(ctx, q.update, holder, int64(floor+1), p.d.ttlArg(ttl), key, holder)
 	if err != nil {
 		return l, false, err
 	}
@@ -227,7 +235,7 @@ func (p *Provider) tryAcquire(ctx context.Context, key, holder string, ttl time.
 		if _, err := p.d.db.ExecContext(ctx, q.insertFree, key); err != nil {
 			return l, false, err
 		}
-		return p.tryAcquire(ctx, key, holder, ttl)
+		return p.tryAcquire(ctx, key, holder, ttl, floor)
 	}
 	var token int64
 	var exp expiry

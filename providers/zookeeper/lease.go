@@ -20,14 +20,22 @@ const attempts = 5
 // absent (never held, released, or deleted by ZooKeeper when its session
 // expired) or names holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	l, err := p.acquire(ctx, key, holder, ttl)
+	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
+}
+
+var _ providers.FloorAcquirer = (*Provider)(nil)
+
+// AcquireAbove is Acquire with a token above req.Floor.
+func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+	key := req.Key
+	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
 	if err != nil && !errors.Is(err, providers.ErrHeld) {
 		return providers.Lease{}, fmt.Errorf("zookeeper: acquire %q: %w", key, err)
 	}
 	return l, err
 }
 
-func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
 	if err := checkKey(key); err != nil {
 		return providers.Lease{}, err
 	}
@@ -58,7 +66,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 				Expires: time.UnixMilli(st.hold0.Mtime).Add(st.hold.ttl()),
 			}
 		}
-		next := record{Holder: holder, Token: st.rec.Token + 1, Value: st.rec.Value}
+		next := record{Holder: holder, Token: providers.NextToken(st.rec.Token, floor), Value: st.rec.Value}
 		var ops []any
 		keyVersion := int32(0)
 		if st.exists {
