@@ -3,9 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +17,13 @@ import (
 func TestLostMember(t *testing.T) {
 	endpoint, _ := teststore.StartEtcd(t)
 	var eps []string
-	var frozen *freezer
+	var frozen *teststore.Freezer
 	for i := range 3 {
-		f := newFreezer(t, endpoint)
+		f := teststore.NewFreezer(t, endpoint)
 		if i == 1 {
 			frozen = f
 		}
-		eps = append(eps, f.addr())
+		eps = append(eps, f.Addr())
 	}
 	p := open(t, Settings{Endpoints: eps, Prefix: randomPrefix(t)})
 	ctx := context.Background()
@@ -39,7 +36,7 @@ func TestLostMember(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	frozen.freeze()
+	frozen.Freeze()
 	start := time.Now()
 	var hung int
 	var lastHang time.Duration
@@ -74,91 +71,5 @@ func TestLostMember(t *testing.T) {
 	if limit := keepAliveTime + keepAliveTimeout + time.Second; lastHang > limit {
 		t.Errorf("a request still went to the lost member %s after it was lost, want none after the keep-alive's %s",
 			lastHang.Round(time.Millisecond), limit)
-	}
-}
-
-// freezer is a TCP proxy to an etcd member that can stop moving bytes on
-// every connection, open or new, without closing any: a silent partition
-// as the client sees it.
-type freezer struct {
-	ln       net.Listener
-	upstream string
-
-	mu     sync.Mutex
-	thawed chan struct{} // closed while bytes flow
-}
-
-func newFreezer(t *testing.T, upstream string) *freezer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{ln: ln, upstream: upstream, thawed: make(chan struct{})}
-	close(f.thawed)
-	done := make(chan struct{})
-	var conns []net.Conn
-	var cmu sync.Mutex
-	go func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			cmu.Lock()
-			conns = append(conns, down, up)
-			cmu.Unlock()
-			go f.copy(up, down, done)
-			go f.copy(down, up, done)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		close(done)
-		cmu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		cmu.Unlock()
-	})
-	return f
-}
-
-func (f *freezer) addr() string { return f.ln.Addr().String() }
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.thawed = make(chan struct{})
-}
-
-func (f *freezer) copy(dst, src net.Conn, done <-chan struct{}) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			f.mu.Lock()
-			thawed := f.thawed
-			f.mu.Unlock()
-			select {
-			case <-thawed:
-			case <-done:
-				return
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				dst.Close()
-			}
-			return
-		}
 	}
 }
