@@ -140,10 +140,12 @@ func (e *etcdCluster) restart(i int) {
 	}
 }
 
-// electionTime is how long the store takes to elect a new leader after
-// losing one: etcd's election timeout (1 s) and a randomised wait of up to
-// as much again.
-func (e *etcdCluster) electionTime() time.Duration { return 2 * time.Second }
+// electionTime is how much later than ttl a lease can end when the store
+// loses its leader: a follower campaigns after etcd's election timeout (1 s)
+// and a randomised wait of up to as much again, and the new leader gives
+// every lease its ttl again plus one more election timeout (the lessor's
+// Promote).
+func (e *etcdCluster) electionTime() time.Duration { return 3 * time.Second }
 
 func (e *etcdCluster) logs() string {
 	var b strings.Builder

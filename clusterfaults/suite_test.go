@@ -27,7 +27,7 @@ type store interface {
 	kill(i int)                   // SIGKILL of host i's member
 	restart(i int)                // host i's member again, on its data; waits until it serves
 	healthy(from int) bool        // every member answers host from
-	electionTime() time.Duration  // the store's own leader election, at most
+	electionTime() time.Duration  // how much later than ttl a lease can end when the store loses its leader
 	logs() string
 }
 
@@ -82,6 +82,7 @@ func TestClusters(t *testing.T) {
 		start func(t *testing.T, h *hosts) store
 	}{
 		{"etcd", newEtcd},
+		{"nats", newNATS},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			if !wantStore(s.name) {
