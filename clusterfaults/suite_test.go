@@ -82,6 +82,7 @@ func TestClusters(t *testing.T) {
 		start func(t *testing.T, h *hosts) store
 	}{
 		{"etcd", newEtcd},
+		{"zookeeper", newZooKeeper},
 		{"nats", newNATS},
 	} {
 		t.Run(s.name, func(t *testing.T) {
