@@ -275,7 +275,8 @@ func (s *suite) isolateStoreLeader() {
 	s.measure(fmt.Sprintf("isolate the store's leader (h%d)", sl), t0, n0, timing.TTL+s.st.electionTime(), false)
 }
 
-// killStoreLeader kills the store's leader (kill -9), then restarts it:
+// killStoreLeader kills the store's leader (kill -9), then restarts it
+// once any takeover is due:
 // as isolateStoreLeader, a term may end, and a new leader must then run
 // within ttl + the store's election time.
 func (s *suite) killStoreLeader() {
@@ -283,7 +284,7 @@ func (s *suite) killStoreLeader() {
 	sl := s.storeLeader(l)
 	n0, t0 := s.starts(), time.Now()
 	s.st.kill(sl)
-	time.Sleep(timing.TTL + s.st.electionTime() + 2*time.Second)
+	time.Sleep(timing.TTL + s.st.electionTime())
 	s.st.restart(sl)
 	s.measure(fmt.Sprintf("kill -9 the store's leader (h%d)", sl), t0, n0, timing.TTL+s.st.electionTime(), false)
 }
