@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/electd/electd/internal/tcpopt"
 )
 
 // A connection to a PostgreSQL or MySQL server lost silently (packets
@@ -35,7 +37,7 @@ func live(dial dialFunc) dialFunc {
 		if tc, ok := c.(*net.TCPConn); ok {
 			// Best effort: a connection without them still works.
 			_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount})
-			_ = setUserTimeout(tc, userTimeout)
+			_ = tcpopt.SetUserTimeout(tc, userTimeout)
 		}
 		return c, nil
 	}

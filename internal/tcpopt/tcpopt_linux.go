@@ -1,4 +1,4 @@
-package sql
+package tcpopt
 
 import (
 	"net"
@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setUserTimeout sets TCP_USER_TIMEOUT: how long sent data may go
+// SetUserTimeout sets TCP_USER_TIMEOUT: how long sent data may go
 // unacknowledged before the kernel closes the connection.
-func setUserTimeout(c *net.TCPConn, d time.Duration) error {
+func SetUserTimeout(c *net.TCPConn, d time.Duration) error {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return err
