@@ -129,6 +129,18 @@ test-faults: services
 	$(GO) test -count=1 -timeout 4h -v -run TestFaults ./faults/ -faults.long -faults.n $(FAULTS_N) \
 		-faults.stores "$(FAULTS_STORES)" -faults.summary $(CURDIR)/bin/faults-summary.md
 
+# The cluster fault suite's long form (clusterfaults/, docs/reliability.md):
+# each store as a cluster of 3 members on 3 network namespaces with an agent
+# each, CLUSTERS_ROUNDS rounds of partitions and store-leader kills per store
+# (CLUSTERS_STORES=etcd,zookeeper,nats picks some). Needs root. `make test`
+# runs the short form (one round on etcd).
+CLUSTERS_ROUNDS ?= 5
+CLUSTERS_STORES ?=
+.PHONY: test-clusters
+test-clusters: services
+	$(GO) test -count=1 -timeout 2h -v -run TestClusters ./clusterfaults/ -clusters.long \
+		-clusters.rounds $(CLUSTERS_ROUNDS) -clusters.stores "$(CLUSTERS_STORES)"
+
 # Benchmarks (docs/benchmarks.md; the program is bench/, outside cmd/ so that
 # its anchor libraries stay out of the product binary): failover and handover
 # on every provider, crash failover at retry_every 1s too, the anchors

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -98,10 +99,11 @@ func (j *job) attempt() {
 	}
 	j.phase = asking
 	sent := j.l.clock.Now()
-	// An answer that comes too late for the term to be of use is abandoned.
-	window := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
+	// An attempt that hangs is abandoned while the term it would start is
+	// still of use, and tried again (acquired).
+	timeout := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).attemptTimeout(sent)
 	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL, Floor: j.mark},
-		timeout: window, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
+		timeout: timeout, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
 }
 
 func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
@@ -153,6 +155,10 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		j.finish()
 	case j.spec.Mode == config.ModeLock:
 		j.compete()
+	case errors.Is(err, context.DeadlineExceeded):
+		// The attempt hung for its share of the window (a lost store
+		// member): the next goes out at once, as the store did not refuse.
+		j.attempt()
 	default:
 		j.wait(jitter(j.spec.RetryEvery))
 	}
@@ -231,14 +237,23 @@ func (j *job) renew(r renewal) {
 	sent := j.l.clock.Now()
 	lease := j.lease
 	lease.Value = r.value
-	j.l.renew(renewOp{lease: lease, timeout: j.term.stopBy.Sub(sent), done: func(renewed providers.Lease, err error) {
+	j.l.renew(renewOp{lease: lease, timeout: j.term.attemptTimeout(sent), done: func(renewed providers.Lease, err error) {
 		if j.phase != leading || j.lease.Token != lease.Token {
 			return // the term ended meanwhile; its release is under way
 		}
 		j.renewing = false
+		if errors.Is(err, context.DeadlineExceeded) && j.l.clock.Now().Before(j.term.stopBy) {
+			// The attempt hung for its share of the window: the same
+			// renewal goes out again at once, still one at a time, while
+			// the term has time left (a lost member must not end it).
+			j.log().Warn("renewal timed out; retrying", "error", err,
+				"stepping_down_in", j.term.stopBy.Sub(j.l.clock.Now()).Round(time.Millisecond))
+			j.renew(r)
+			return
+		}
 		j.renewed(lease, renewed, sent, err, r.then)
 	}})
-	// The answer normally comes by stopBy (the request's timeout), but a
+	// The answer normally comes by its attempt's timeout, but a
 	// store or client that overruns its deadline must not keep the work
 	// running past the term: the step-down point has a timer of its own
 	// while the renewal is out. The answer, whenever it comes, sets the

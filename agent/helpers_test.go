@@ -148,6 +148,7 @@ type faulty struct {
 	acquireErr error
 	renewErr   error
 	hangRenew  bool
+	hangOnce   int           // so many next renewals hang, then hangRenew applies
 	stuck      chan struct{} // Renew waits for it to close, whatever its context says
 	lastRenew  time.Time     // real time the last successful Renew was sent
 	calls      chan call
@@ -174,6 +175,13 @@ func (f *faulty) setRenew(err error, hang bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renewErr, f.hangRenew = err, hang
+}
+
+// hangRenews makes the next n renewals hang until their context ends.
+func (f *faulty) hangRenews(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hangOnce = n
 }
 
 // stickRenew makes the next renewals wait, past their deadline, until
@@ -218,6 +226,10 @@ func (f *faulty) Renew(ctx context.Context, l providers.Lease) (providers.Lease,
 	at, sent := f.clock.Now(), time.Now()
 	f.mu.Lock()
 	renewErr, hang, stuck := f.renewErr, f.hangRenew, f.stuck
+	if f.hangOnce > 0 {
+		f.hangOnce--
+		hang = true
+	}
 	f.mu.Unlock()
 	if stuck != nil {
 		// A store or client that overruns its deadline: the answer, a

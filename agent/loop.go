@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,6 +266,7 @@ func (l *loop) flush() {
 		send(l, "acquire_batch", ops, l.acquirer != nil, func(o acquireOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o acquireOp) func() {
 				lease, err := providers.AcquireAbove(ctx, l.prov, o.req)
+				err = overdue(ctx, err)
 				return func() { o.done(lease, err) }
 			},
 			func(ctx context.Context, ops []acquireOp) (func(), error) {
@@ -273,6 +275,9 @@ func (l *loop) flush() {
 					reqs[i] = o.req
 				}
 				leases, errs := l.acquirer.AcquireMany(ctx, reqs)
+				for i := range errs {
+					errs[i] = overdue(ctx, errs[i])
+				}
 				return func() {
 					for i, o := range ops {
 						o.done(leases[i], errs[i])
@@ -285,6 +290,7 @@ func (l *loop) flush() {
 		send(l, "renew_batch", ops, l.renewer != nil, func(o renewOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o renewOp) func() {
 				lease, err := l.prov.Renew(ctx, o.lease)
+				err = overdue(ctx, err)
 				return func() { o.done(lease, err) }
 			},
 			func(ctx context.Context, ops []renewOp) (func(), error) {
@@ -293,6 +299,9 @@ func (l *loop) flush() {
 					in[i] = o.lease
 				}
 				leases, errs := l.renewer.RenewMany(ctx, in)
+				for i := range errs {
+					errs[i] = overdue(ctx, errs[i])
+				}
 				return func() {
 					for i, o := range ops {
 						o.done(leases[i], errs[i])
@@ -369,4 +378,16 @@ func storeError(errs []error, answer error) error {
 		}
 	}
 	return nil
+}
+
+// overdue marks the error of a request whose deadline passed as
+// context.DeadlineExceeded, which the job takes for a hung attempt to send
+// again (election.go): some clients report their own I/O timeout, set from
+// the context's deadline, or a closed connection instead.
+func overdue(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, providers.ErrHeld) || errors.Is(err, providers.ErrLost) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), err)
 }

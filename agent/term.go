@@ -14,6 +14,10 @@ type term struct {
 	stopBy time.Time // timing.StopBy: stepping down must begin
 }
 
+// attemptShare is how many attempts a renewal or an acquire may make in the
+// window before the step-down point: one request gets that share of it.
+const attemptShare = 5
+
 func newTerm(sent time.Time, ttl, stopTimeout time.Duration) term {
 	return term{sent: sent, stopBy: timing.StopBy(sent, ttl, stopTimeout)}
 }
@@ -33,4 +37,14 @@ func (t term) nextRenew(now time.Time, failed bool, renewEvery, retryEvery time.
 		next = now
 	}
 	return next
+}
+
+// attemptTimeout bounds one request sent at now: a fifth of the window from
+// the last success to the step-down point, never past that point. A request
+// can hang for all of its deadline on a store member lost silently (packets
+// dropped, no RST: the client's connection still looks ready), or on a
+// member cut off from its cluster's majority; cut off early, it leaves time
+// for more attempts, which a client of several members sends to another.
+func (t term) attemptTimeout(now time.Time) time.Duration {
+	return min(t.stopBy.Sub(now), t.stopBy.Sub(t.sent)/attemptShare)
 }

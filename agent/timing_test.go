@@ -201,24 +201,64 @@ func TestLostStepsDownAtOnce(t *testing.T) {
 	eventually(t, 5*time.Second, "a new term", func() bool { return j.get().Token == 2 && j.get().State == "leader" })
 }
 
-// A renewal that hangs is abandoned at the step-down point: a slow store
-// cannot keep a leader past its term.
-func TestHangingRenewalAbandoned(t *testing.T) {
+// A renewal that hangs (a store member lost silently) is abandoned after a
+// fifth of the window to the step-down point, in real time, and sent again
+// at once: one stuck request does not end a healthy term.
+func TestHungRenewalRetried(t *testing.T) {
 	t.Parallel()
-	_, f, clk := timingJob(t)
+	j, f, clk := timingJob(t)
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
-	f.setRenew(nil, true)
-	clk.advanceTo(t, t0.Add(2*time.Second))
+	f.hangRenews(1)
+	at := clk.advanceTo(t, t0.Add(2*time.Second))
 	start := time.Now()
-	// The renewal waits on a real-time context deadline of stopBy - now
-	// (9.8s - 2s = 7.8s of real time); its context must carry that deadline.
+	// stopBy = t0+9.8s; the attempt's deadline is (9.8s)/5 = 1.96s of real
+	// time, as the window left (7.8s) is longer.
 	c := f.nextCall(t)
 	if c.op != "renew" || !errors.Is(c.err, context.DeadlineExceeded) {
 		t.Fatalf("hanging renewal ended with %s %v, want renew with a deadline error", c.op, c.err)
 	}
-	if real := time.Since(start); real < 7*time.Second {
-		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 7.8s (the step-down point)", real)
+	if real := time.Since(start); real < 1800*time.Millisecond || real > 4*time.Second {
+		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 1.96s", real)
+	}
+	expectCall(t, f, "renew", at) // at once: no retry_every wait
+	eventually(t, 5*time.Second, "still the leader of its first term", func() bool {
+		st := j.get()
+		return st.State == "leader" && st.Token == 1
+	})
+	// The term is measured from the retry: the next renewal is due
+	// renew_every after it.
+	expectCall(t, f, "renew", clk.advanceTo(t, at.Add(2*time.Second)))
+}
+
+// Renewals that all hang are each abandoned after their share of the
+// window and sent again; the leader steps down at the step-down point and
+// releases, not later.
+func TestHangingRenewalsStepDownAtDeadline(t *testing.T) {
+	t.Parallel()
+	j, f, clk := timingJob(t)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	f.setRenew(nil, true)
+	f.setAcquire(errors.New("store unreachable")) // keep it a candidate after the step-down
+	at := clk.advanceTo(t, t0.Add(2*time.Second))
+	for range 2 {
+		if c := expectCall(t, f, "renew", at); !errors.Is(c.err, context.DeadlineExceeded) {
+			t.Fatalf("hanging renewal ended with %v, want a deadline error", c.err)
+		}
+	}
+	if st := j.get().State; st != "leader" {
+		t.Fatalf("state %q while the term is still valid, want leader", st)
+	}
+	if got := clk.advanceToNext(t); !got.Equal(t0.Add(9800 * time.Millisecond)) {
+		t.Fatalf("stepped down at t0+%s, want t0+9.8s", got.Sub(t0))
+	}
+	c := f.nextCall(t)
+	for c.op == "renew" { // the attempt in flight at the step-down point
+		c = f.nextCall(t)
+	}
+	if c.op != "release" {
+		t.Fatalf("after the step-down point: %s, want release", c.op)
 	}
 }
 

@@ -11,6 +11,7 @@
 #   zookeeper               Debian's zookeeper (3.8): the server jars under /usr/share/java
 #   lintian                 Debian's lintian and zsh, for the package test (systest/deb_test.go)
 #   chromium                Debian's chromium, for the status page's browser test (systest/ui_test.go)
+#   netns                   iproute2 and iptables, for the cluster fault suite's hosts and partitions (clusterfaults/)
 #
 # The servers that tests need several of, or on ports of their own (extra
 # redis-servers, etcd, Azurite, the Datastore emulator, FerretDB, ZooKeeper),
@@ -172,6 +173,14 @@ chromium() {
 	apt_install chromium
 }
 
-want=${*:-postgres mariadb redis nats etcd azurite datastore ferretdb zookeeper lintian chromium}
+netns() {
+	# The cluster fault suite's hosts are network namespaces (ip netns) and
+	# its partitions iptables DROP rules inside them.
+	if type -P ip >/dev/null && type -P iptables >/dev/null; then return 0; fi
+	log "installing iproute2 and iptables (Debian)"
+	apt_install iproute2 iptables
+}
+
+want=${*:-postgres mariadb redis nats etcd azurite datastore ferretdb zookeeper lintian chromium netns}
 for s in $want; do "$s"; done
 log "ready: $want"

@@ -21,6 +21,14 @@ import (
 // DefaultPrefix is where leases live when the settings give no prefix.
 const DefaultPrefix = "/electd/"
 
+// The client's keep-alive (see New): pings after keepAliveTime without
+// traffic (gRPC's floor is 10 s), and a connection whose ping or request
+// is not acknowledged within keepAliveTimeout is closed.
+const (
+	keepAliveTime    = 10 * time.Second
+	keepAliveTimeout = 2 * time.Second
+)
+
 // recordSuffix names the record key of a job key; keys cannot hold "/", so it
 // never collides with another key's lease key.
 const recordSuffix = "/record"
@@ -78,6 +86,18 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (*Provider, error) {
 			Username:    s.Username,
 			Password:    s.Password,
 			DialTimeout: s.DialTimeout,
+			// Keep-alives notice a member lost silently (packets dropped, no
+			// RST), which gRPC would otherwise keep as a ready connection
+			// that round robin sends a share of the requests to, to hang
+			// there (etcd-io/etcd#7321, #8673). gRPC pings no more often
+			// than every 10 s, but it also sets the timeout as the socket's
+			// TCP_USER_TIMEOUT: a request left unacknowledged that long
+			// closes the connection, its requests fail, and the member
+			// leaves the rotation until it answers again. Requests that hang
+			// meanwhile are retried by the agent (agent/term.go).
+			DialKeepAliveTime:    keepAliveTime,
+			DialKeepAliveTimeout: keepAliveTimeout,
+			PermitWithoutStream:  true,
 			// Errors reach the agent as return values; the client's own
 			// retry chatter would only duplicate them on stderr.
 			Logger: zap.NewNop(),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +34,9 @@ const (
 	// replaced; operations on it fail by their own deadlines meanwhile.
 	pingInterval = 2 * time.Second
 	maxPingsOut  = 2
+	// pingCheck is how long a server has to answer a ping after a request
+	// ran out of time before its connection is given up (suspect).
+	pingCheck = 500 * time.Millisecond
 )
 
 // Provider is a lease store on a JetStream key-value bucket.
@@ -59,6 +63,8 @@ type Provider struct {
 	closed    context.Context
 	closeAll  context.CancelFunc
 	closeOnce sync.Once
+
+	checking atomic.Bool // a suspect check runs
 }
 
 // New connects to the servers of s. When no server answers it returns all
@@ -373,6 +379,7 @@ func (p *Provider) explain(err error) error {
 	case errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrReconnectBufExceeded):
 		return p.notConnected()
 	case errors.Is(err, context.DeadlineExceeded):
+		p.suspect()
 		p.mu.Lock()
 		perm, at := p.permErr, p.permAt
 		p.mu.Unlock()
@@ -381,6 +388,32 @@ func (p *Provider) explain(err error) error {
 		}
 	}
 	return err
+}
+
+// suspect checks the connection after a request ran out of time. A server
+// lost silently (packets dropped, no RST) would otherwise keep it until the
+// client's own pings give up, pingInterval × (maxPingsOut+1), longer than
+// a short term's renewal window, and every retry would hang on it too. A
+// server that does not answer a ping within pingCheck is left at once for
+// another of the servers; one that answers (the request waited for a
+// stream leader, say) is kept.
+func (p *Provider) suspect() {
+	if p.nc == nil || !p.nc.IsConnected() || !p.checking.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.checking.Store(false)
+		ctx, cancel := context.WithTimeout(p.closed, pingCheck)
+		defer cancel()
+		err := p.nc.FlushWithContext(ctx)
+		if err == nil || p.closed.Err() != nil || !p.nc.IsConnected() {
+			return
+		}
+		p.log.Warn("the server does not answer a ping; connecting to another", "server", p.nc.ConnectedUrlRedacted(), "error", err)
+		if err := p.nc.ForceReconnect(); err != nil {
+			p.log.Debug("cannot force a reconnection", "error", err)
+		}
+	}()
 }
 
 // written is this client's last write of a key it holds: a compare-and-set

@@ -4,6 +4,7 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -91,6 +92,7 @@ func newDialect(s Settings) (*dialect, error) {
 		if err != nil {
 			return nil, errors.New("sql: postgres dsn cannot be parsed") // Validate said why
 		}
+		cfg.DialFunc = live(cfg.DialFunc) // live.go
 		d.pg = cfg
 		d.table = pgx.Identifier{table}.Sanitize()
 		d.db = stdlib.OpenDB(*cfg.Copy())
@@ -122,6 +124,11 @@ func newDialect(s Settings) (*dialect, error) {
 		// Rows affected = rows matched, so a Renew that changes nothing
 		// (same microsecond, same value) is not mistaken for a lost lease.
 		cfg.ClientFoundRows = true
+		if cfg.DialFunc == nil {
+			nd := &net.Dialer{Timeout: cfg.Timeout}
+			cfg.DialFunc = nd.DialContext
+		}
+		cfg.DialFunc = live(cfg.DialFunc) // live.go
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("sql: mysql dsn: %w", err)

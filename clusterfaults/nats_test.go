@@ -1,0 +1,161 @@
+package clusterfaults
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ec "github.com/electd/electd/internal/cluster"
+	"github.com/electd/electd/internal/teststore"
+)
+
+// natsBucket is the agents' bucket, with one replica per server.
+const natsBucket = "electd-clusters"
+
+// natsCluster is one nats-server (2.9, JetStream) per host, routed to the
+// others; the agents' bucket has 3 replicas. The store's leader, for the
+// faults, is the leader of the bucket's stream (KV_<bucket>), which orders
+// its writes.
+type natsCluster struct {
+	t     *testing.T
+	h     *hosts
+	dir   string
+	bin   string
+	procs map[int]*teststore.Proc
+}
+
+func newNATS(t *testing.T, h *hosts) store {
+	bin, err := teststore.Tool("nats-server", "")
+	if err != nil {
+		t.Skipf("nats-server is not installed (scripts/services.sh nats): %v", err)
+	}
+	n := &natsCluster{t: t, h: h, dir: t.TempDir(), bin: bin, procs: map[int]*teststore.Proc{}}
+	for i := 1; i <= h.n; i++ {
+		n.start(i)
+	}
+	t.Cleanup(func() {
+		for _, p := range n.procs {
+			p.Stop()
+		}
+	})
+	if !ec.Until(30*time.Second, 200*time.Millisecond, func() bool { return n.healthy(1) }) {
+		t.Fatalf("NATS cluster not healthy within 30s:\n%s", n.logs())
+	}
+	return n
+}
+
+func (n *natsCluster) name() string { return "nats" }
+
+func (n *natsCluster) block() string {
+	var addrs []string
+	for i := 1; i <= n.h.n; i++ {
+		addrs = append(addrs, n.h.addr(i)+":4222")
+	}
+	return ec.NATSBlock(natsBucket, addrs, "replicas = 3")
+}
+
+func (n *natsCluster) start(i int) {
+	n.t.Helper()
+	var routes []string
+	for k := 1; k <= n.h.n; k++ {
+		if k != i {
+			routes = append(routes, fmt.Sprintf("nats://%s:6222", n.h.addr(k)))
+		}
+	}
+	a := n.h.addr(i)
+	argv := n.h.in(i, n.bin, "-a", a, "-p", "4222", "-m", "8222", "--server_name", fmt.Sprintf("h%d", i),
+		"-js", "-sd", filepath.Join(n.dir, fmt.Sprintf("h%d", i)),
+		"--cluster_name", "electd", "--cluster", fmt.Sprintf("nats://%s:6222", a), "--routes", strings.Join(routes, ","))
+	p, err := teststore.Start(fmt.Sprintf("nats-h%d", i), n.dir, argv...)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if old := n.procs[i]; old != nil {
+		old.Stop()
+	}
+	n.procs[i] = p
+}
+
+// get fetches path from host i's monitoring port, asked from host from.
+func (n *natsCluster) get(from, i int, path string) ([]byte, error) {
+	argv := n.h.in(from, "curl", "-sf", "--max-time", "1", fmt.Sprintf("http://%s:8222%s", n.h.addr(i), path))
+	return exec.Command(argv[0], argv[1:]...).Output()
+}
+
+// healthy says whether every server, asked from host from, has JetStream
+// up; once the bucket exists, also a leader for its stream.
+func (n *natsCluster) healthy(from int) bool {
+	for i := 1; i <= n.h.n; i++ {
+		if _, err := n.get(from, i, "/healthz?js-enabled-only=true"); err != nil {
+			return false
+		}
+	}
+	_, err := n.leader(from)
+	return err == nil || strings.Contains(err.Error(), "no stream")
+}
+
+// leader is the host of the bucket's stream leader, asked from host from.
+func (n *natsCluster) leader(from int) (int, error) {
+	for i := 1; i <= n.h.n; i++ {
+		out, err := n.get(from, i, "/jsz?accounts=true&streams=true")
+		if err != nil {
+			continue
+		}
+		var jsz struct {
+			Accounts []struct {
+				Streams []struct {
+					Name    string `json:"name"`
+					Cluster struct {
+						Leader string `json:"leader"`
+					} `json:"cluster"`
+				} `json:"stream_detail"`
+			} `json:"account_details"`
+		}
+		if err := json.Unmarshal(out, &jsz); err != nil {
+			return 0, fmt.Errorf("jsz: %w", err)
+		}
+		for _, a := range jsz.Accounts {
+			for _, s := range a.Streams {
+				if s.Name == "KV_"+natsBucket {
+					var l int
+					if _, err := fmt.Sscanf(s.Cluster.Leader, "h%d", &l); err == nil {
+						return l, nil
+					}
+					return 0, fmt.Errorf("stream KV_%s has no leader", natsBucket)
+				}
+			}
+		}
+		return 0, fmt.Errorf("no stream KV_%s yet", natsBucket)
+	}
+	return 0, fmt.Errorf("no NATS server answers host %d", from)
+}
+
+func (n *natsCluster) kill(i int) { _ = n.procs[i].Signal(syscall.SIGKILL); <-n.procs[i].Exited() }
+
+func (n *natsCluster) restart(i int) {
+	n.t.Helper()
+	n.start(i)
+	if !ec.Until(60*time.Second, 200*time.Millisecond, func() bool { return n.healthy(i) }) {
+		n.t.Fatalf("NATS not healthy within 60s of restarting h%d:\n%s", i, n.logs())
+	}
+}
+
+// electionTime is how much later than ttl a lease can end when the
+// stream's leader is lost: JetStream's raft waits 4 to 9 s before a
+// follower campaigns (nats-server 2.9).
+func (n *natsCluster) electionTime() time.Duration { return 9 * time.Second }
+
+func (n *natsCluster) logs() string {
+	var b strings.Builder
+	for i := 1; i <= n.h.n; i++ {
+		if p := n.procs[i]; p != nil {
+			fmt.Fprintf(&b, "--- nats h%d:\n%s\n", i, ec.Tail(p.LogPath, 30))
+		}
+	}
+	return b.String()
+}
