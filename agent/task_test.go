@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -230,5 +231,100 @@ job "slow" {
 		if pid, _ := strconv.Atoi(l); pid > 0 && pidAlive(pid) {
 			t.Errorf("grandchild %d of a timed-out task still runs", pid)
 		}
+	}
+}
+
+// taskTimingJob runs a task job's loop on a fake clock over a real SQLite
+// store (timingJob with a task).
+func taskTimingJob(t *testing.T, task *config.Task) (*job, *faulty, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
+	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	f := newFaulty(p, clk)
+	// A term long enough that no renewal falls within the test: the clock
+	// moves only through the task's own timers.
+	spec := config.Job{Name: "spread", Provider: "sql.s", Mode: config.ModeLeader,
+		TTL: 10 * time.Minute, RenewEvery: 5 * time.Minute, RetryEvery: time.Minute, Task: task}
+	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := newJob(&spec, l, Options{Clock: clk, Shim: self})
+	l.post(j.start)
+	t.Cleanup(func() {
+		l.post(func() { j.end(ErrStopping) })
+		<-j.done()
+		l.close()
+	})
+	return j, f, clk
+}
+
+// untilRenewal reads the calls until a renewal whose record satisfies ok.
+func untilRenewal(t *testing.T, f *faulty, what string, ok func(slotRecord) bool) call {
+	t.Helper()
+	for {
+		c := f.nextCall(t)
+		if c.op == "renew" && c.err == nil && ok(parseRecord(c.value)) {
+			return c
+		}
+		if c.op == "release" {
+			t.Fatalf("released before %s", what)
+		}
+	}
+}
+
+// random_delay: a slot's run starts slotDelay after the slot, on the
+// agent's own clock; the record names the slot (not the start), the run's
+// outcome follows at its exit, and the next run shown includes the next
+// slot's delay.
+func TestTaskRandomDelay(t *testing.T) {
+	t.Parallel()
+	every, err := config.ParseSchedule("@every 1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &config.Task{ScheduleText: "@every 1m", Schedule: every, RandomDelay: 30 * time.Second, StopTimeout: time.Second,
+		Command: config.Command{Argv: config.ListOf("true")}}
+	j, f, clk := taskTimingJob(t, task)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	eventually(t, 5*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
+	slot := nextSlot(every, t0)
+	d := slotDelay("spread", task, slot)
+	if d <= 0 || d >= 30*time.Second {
+		t.Fatalf("slotDelay = %s, want within (0, 30s) for this slot", d)
+	}
+	if other := slotDelay("spread", task, slot.Add(time.Minute)); other == d {
+		t.Errorf("two slots got the same delay %s: the delay does not depend on the slot", d)
+	}
+	due := slot.Add(d)
+	for clk.Now().Before(due) {
+		clk.advanceTo(t, due)
+	}
+	c := untilRenewal(t, f, "the slot is recorded", func(r slotRecord) bool { return r.slot.Equal(slot) })
+	if !c.at.Equal(due) {
+		t.Errorf("slot recorded at slot+%s, want slot+%s (its random_delay)", c.at.Sub(slot), d)
+	}
+	if r := parseRecord(c.value).run; r == nil || r.Result != ResultRunning || !r.Slot.Equal(slot) || r.Node != "node-1" {
+		t.Errorf("the record while it runs: %+v, want running, slot %s, node-1", r, slot)
+	}
+	c = untilRenewal(t, f, "the outcome is written", func(r slotRecord) bool { return r.run != nil && r.run.Result != ResultRunning })
+	rec := parseRecord(c.value)
+	if rec.run.Result != ResultSucceeded || rec.run.ExitCode == nil || *rec.run.ExitCode != 0 || !rec.lastSuccess.Equal(due) {
+		t.Errorf("after the run: %+v (last success %s), want succeeded with exit code 0, last success at %s", rec.run, rec.lastSuccess, due)
+	}
+	st := j.get().Task
+	next := slot.Add(time.Minute)
+	if st == nil || st.NextRun == nil || !st.NextRun.Equal(next.Add(slotDelay("spread", task, next))) {
+		t.Errorf("task status %+v, want next_run at the next slot plus its delay (%s)", st, next.Add(slotDelay("spread", task, next)))
+	}
+	if st != nil && (st.LastRun == nil || st.LastRun.Result != ResultSucceeded || st.LastSuccessAt == nil) {
+		t.Errorf("task status %+v, want the run shown as succeeded", st)
 	}
 }
