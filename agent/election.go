@@ -168,8 +168,7 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 	} else {
 		w := &leaderWork{j: j, elected: elected, slot: j.slot}
 		if j.spec.Task != nil {
-			w.rec = parseRecord(lease.Value)
-			j.sawRecord(w.rec)
+			w.inherit(parseRecord(lease.Value))
 		}
 		j.work = w
 		j.hooks.fire(elected, j.spec.OnElected, func() { j.l.post(func() { j.onWork(w, w.begin) }) })

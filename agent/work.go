@@ -198,6 +198,29 @@ func (w *leaderWork) taskTimeout(s *started) error {
 	return nil
 }
 
+// stamp is now as the record keeps it (milliseconds, UTC), so that the
+// leader shows the very times the other nodes read from the store.
+func (w *leaderWork) stamp() time.Time { return w.j.l.clock.Now().Truncate(time.Millisecond).UTC() }
+
+// inherit takes over the record the previous term left. A run it shows as
+// running died with the node that ran it (its lease expired, it was not
+// released): it is recorded as killed, and on_task_failed fires here, as
+// no other node will say that the run was lost.
+func (w *leaderWork) inherit(rec slotRecord) {
+	w.rec = rec
+	r := rec.run
+	if r == nil || r.Result != ResultRunning {
+		w.j.sawRecord(rec)
+		return
+	}
+	lost := *r
+	lost.Result, lost.Why = ResultKilled, "lost with the lease of the node running it"
+	w.rec.run = &lost
+	w.j.log().Warn("the last run died with the node that ran it", "node", r.Node, "token", r.Token,
+		"slot", r.Slot.Format(time.RFC3339))
+	w.j.taskEnded(w.rec, &lost, "", w.elected)
+}
+
 // startsAt is when slot's run starts: random_delay after it.
 func (w *leaderWork) startsAt(slot time.Time) time.Time {
 	return slot.Add(slotDelay(w.j.spec.Name, w.j.spec.Task, slot))
@@ -209,7 +232,7 @@ func (w *leaderWork) slotDue(slot time.Time) error {
 		w.j.runner.count(w.elected.Type, "task", "skipped")
 		// The record keeps the run in progress: the skip is this node's
 		// to show (history, metrics, on_task_failed).
-		now := w.j.l.clock.Now()
+		now := w.stamp()
 		skipped := &TaskRun{Slot: slot.UTC(), EndedAt: &now, Result: ResultSkipped, Node: w.j.node(), Token: w.j.lease.Token,
 			Why: "the previous run was still running"}
 		w.j.taskEnded(w.rec, skipped, "", w.elected)
@@ -285,7 +308,7 @@ func (w *leaderWork) checkTrigger() {
 // cluster, as it runs only once the store has accepted the record under
 // this term.
 func (w *leaderWork) record(rec slotRecord, slot time.Time, trigger uint64) {
-	now := w.j.l.clock.Now()
+	now := w.stamp()
 	run := &TaskRun{Slot: slot.UTC(), StartedAt: &now, Result: ResultRunning, Node: w.j.node(), Token: w.j.lease.Token, Trigger: trigger}
 	rec.run = run
 	w.prior, w.rec, w.recording = w.rec, rec, true
@@ -345,7 +368,7 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 		return nil
 	}
 	log.Info("task started", "pid", s.Pid(), "token", ev.Token)
-	now := w.j.l.clock.Now()
+	now := w.stamp()
 	started := *run
 	started.StartedAt = &now
 	w.rec.run = &started
@@ -362,7 +385,7 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 // task hooks. The record reaches the store with the next renewal (write)
 // or the release.
 func (w *leaderWork) endRun(result string, code *int, why, output string) {
-	now := w.j.l.clock.Now()
+	now := w.stamp()
 	done := *w.rec.run
 	done.EndedAt, done.Result, done.ExitCode, done.Why = &now, result, code, why
 	w.rec.run = &done
