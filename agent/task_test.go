@@ -328,3 +328,79 @@ func TestTaskRandomDelay(t *testing.T) {
 		t.Errorf("task status %+v, want the run shown as succeeded", st)
 	}
 }
+
+// Every agent shows a scheduled run's outcome, whichever ran it: the
+// followers read it from the record that travels with the lease.
+func TestTaskRecordSeenByFollowers(t *testing.T) {
+	db, out := sqliteDB(t), filepath.Join(t.TempDir(), "runs")
+	job := fmt.Sprintf(`
+job "failing" {
+%s
+  task {
+    schedule     = "@every 1s"
+    command      = ["sh", "-c", "echo \"$ELECTD_SLOT $ELECTD_NODE\" >> %s; exit 3"]
+    stop_timeout = "1s"
+  }
+}`, quick, out)
+	var agents []*testAgent
+	for i := 1; i <= 3; i++ {
+		agents = append(agents, startAgent(t, loadConfig(t, agentConfig(fmt.Sprintf("node-%d", i), db, job))))
+	}
+	var last []string
+	eventually(t, 20*time.Second, "every agent shows a failed run with exit code 3, run by the leader", func() bool {
+		last = nil
+		leader := ""
+		for _, a := range agents {
+			if s := a.job("failing"); s.state == StateLeader {
+				leader = s.leader
+			}
+		}
+		ok := leader != ""
+		for _, a := range agents {
+			st := taskOf(a, "failing")
+			if st == nil || st.LastRun == nil {
+				last, ok = append(last, "no run"), false
+				continue
+			}
+			r := st.LastRun
+			last = append(last, fmt.Sprintf("%s %s on %s", r.Slot.Format(time.RFC3339), r.Result, r.Node))
+			if r.Result != ResultFailed || r.ExitCode == nil || *r.ExitCode != 3 || r.Node != leader || st.LastSuccessAt != nil || st.NextRun == nil {
+				ok = false
+			}
+		}
+		return ok
+	})
+	t.Logf("as the agents show it: %q", last)
+	// The runs the followers show are runs that happened.
+	ran := map[string]bool{}
+	for _, l := range lines(t, out) {
+		ran[strings.Fields(l)[0]] = true
+	}
+	for _, a := range agents {
+		if r := taskOf(a, "failing").LastRun; !ran[r.Slot.Format(time.RFC3339)] {
+			t.Errorf("%s shows a run of slot %s that did not run", a.fleet.node, r.Slot.Format(time.RFC3339))
+		}
+	}
+	hist, err := agents[1].History("failing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, h := range hist {
+		if h.Type == TransitionTaskRun && h.Run != nil && h.Reason == "failed (exit code 3)" {
+			runs++
+		}
+	}
+	if runs == 0 {
+		t.Errorf("node-2's history shows no failed run: %+v", hist)
+	}
+}
+
+func taskOf(a *testAgent, job string) *TaskStatus {
+	for _, j := range a.Jobs() {
+		if j.Job == job {
+			return j.Task
+		}
+	}
+	return nil
+}
