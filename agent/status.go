@@ -137,12 +137,18 @@ type status struct {
 func (s *status) recordRun(t Transition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.runs) < historyLen {
-		s.runs = append(s.runs, t)
+	push(&s.runs, &s.nextRun, t)
+}
+
+// push adds t to a ring of historyLen transitions, whose oldest is at
+// *next once it is full.
+func push(ring *[]Transition, next *int32, t Transition) {
+	if len(*ring) < historyLen {
+		*ring = append(*ring, t)
 		return
 	}
-	s.runs[s.nextRun] = t
-	s.nextRun = (s.nextRun + 1) % historyLen
+	(*ring)[*next] = t
+	*next = (*next + 1) % historyLen
 }
 
 // setTask shows what the slot record says.
@@ -160,12 +166,7 @@ func (s *status) setTask(rec slotRecord) {
 func (s *status) record(t Transition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.history) < historyLen {
-		s.history = append(s.history, t)
-		return
-	}
-	s.history[s.next] = t
-	s.next = (s.next + 1) % historyLen
+	push(&s.history, &s.next, t)
 }
 
 // History is the transitions kept, oldest first.

@@ -235,34 +235,16 @@ job "slow" {
 }
 
 // taskTimingJob runs a task job's loop on a fake clock over a real SQLite
-// store (timingJob with a task).
+// store. Its term is long enough that no renewal falls within a test: the
+// clock moves only through the task's own timers.
 func taskTimingJob(t *testing.T, task *config.Task) (*job, *faulty, *fakeClock) {
 	t.Helper()
-	clk := newFakeClock()
-	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	f := newFaulty(p, clk)
-	// A term long enough that no renewal falls within the test: the clock
-	// moves only through the task's own timers.
-	spec := config.Job{Name: "spread", Provider: "sql.s", Mode: config.ModeLeader,
-		TTL: 10 * time.Minute, RenewEvery: 5 * time.Minute, RetryEvery: time.Minute, Task: task}
-	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}}))
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := newJob(&spec, l, Options{Clock: clk, Shim: self})
-	l.post(j.start)
-	t.Cleanup(func() {
-		l.post(func() { j.end(ErrStopping) })
-		<-j.done()
-		l.close()
-	})
-	return j, f, clk
+	return fakeClockJob(t, config.Job{Name: "spread", Provider: "sql.s", Mode: config.ModeLeader,
+		TTL: 10 * time.Minute, RenewEvery: 5 * time.Minute, RetryEvery: time.Minute, Task: task}, Options{Shim: self})
 }
 
 // untilRenewal reads the calls until a renewal whose record satisfies ok.
