@@ -16,6 +16,7 @@ import (
 
 	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/redact"
 	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	Shim string
 	// Clock defaults to the real monotonic clock.
 	Clock Clock
+	// Redact masks secrets in the output given to the task hooks; nil
+	// masks the configuration's (config.Config.Secrets).
+	Redact *redact.Set
 
 	// spares keeps a shim started ahead of the next command, once a job
 	// has one (actions/proc.Spares); nil without a Shim.
@@ -102,12 +106,16 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	if opts.Shim != "" {
 		opts.spares = proc.NewSpares(opts.Shim)
 	}
+	if opts.Redact == nil {
+		opts.Redact = redact.New(cfg.Secrets...)
+	}
 	if len(cfg.Jobs) == 0 {
 		opts.Logger.Warn("the configuration declares no job: the agent has nothing to do")
 	}
 	holder := holderOf(cfg.Agent.NodeID, newIncarnation())
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, started: cfg.Agent, reloads: make(chan reloadReq), fleet: newFleet(cfg.Agent, holder),
 		provs: map[string]*openProvider{}, stopped: map[*runningJob]bool{}}
+	a.fleet.redact = opts.Redact
 	if opts.Metrics != nil {
 		opts.Metrics.CollectJobs(a.sample)
 	}
@@ -187,6 +195,7 @@ func (a *Agent) inForce() *config.Config {
 // apply moves from the running jobs to those of cfg, as Diff plans it. It
 // runs on Run's goroutine only.
 func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
+	a.fleet.redact.Add(cfg.Secrets...)
 	old := map[string]*runningJob{}
 	for _, r := range a.jobs {
 		old[r.spec.Name] = r

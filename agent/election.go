@@ -29,6 +29,7 @@ func (j *job) start() {
 	j.l.placed.stale = true
 	j.started = j.l.clock.Now()
 	j.startHealth()
+	j.startTask()
 	j.compete()
 }
 
@@ -43,7 +44,7 @@ func (j *job) compete() {
 	if j.spec.Mode == config.ModeLock {
 		now := j.l.clock.Now()
 		j.slot = nextSlot(j.spec.Task.Schedule, now)
-		j.wait(j.slot.Sub(now))
+		j.wait(j.slot.Add(slotDelay(j.spec.Name, j.spec.Task, j.slot)).Sub(now))
 		return
 	}
 	j.attempt()
@@ -183,6 +184,9 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 		j.hooks.fire(elected, j.spec.OnElected, nil) // leadership only: no work
 	} else {
 		w := &leaderWork{j: j, elected: elected, slot: j.slot}
+		if j.spec.Task != nil {
+			w.inherit(parseRecord(lease.Value))
+		}
 		j.work = w
 		j.hooks.fire(elected, j.spec.OnElected, func() { j.l.post(func() { j.onWork(w, w.begin) }) })
 	}
@@ -203,9 +207,18 @@ func (j *job) scheduleRenewal() {
 	j.timer = j.l.at(at, func() {
 		j.timer = nil
 		if !j.pastDeadline() {
-			j.renew(renewal{value: j.lease.Value})
+			j.renew(renewal{value: j.value()})
 		}
 	})
+}
+
+// value is what the lease carries at its next renewal: a task's record as
+// its work keeps it, else the value it has.
+func (j *job) value() string {
+	if w := j.work; w != nil && j.spec.Task != nil {
+		return w.rec.String()
+	}
+	return j.lease.Value
 }
 
 // pastDeadline steps down when the term's step-down point has passed (a
@@ -229,6 +242,12 @@ func (j *job) pastDeadline() bool {
 func (j *job) renew(r renewal) {
 	if j.renewing {
 		if r.then != nil {
+			// The newest value carries what the queued one did (a task's
+			// record only grows): one renewal answers both.
+			if q := j.queued; q != nil {
+				first, then := q.then, r.then
+				r.then = func(err error) { first(err); then(err) }
+			}
 			j.queued = &r
 		}
 		return
@@ -334,7 +353,13 @@ func (j *job) stepDown(reason error) {
 	w.quit()
 	go func() {
 		w.stop()
-		j.l.post(func() { j.release(lease, reason) })
+		j.l.post(func() {
+			if j.spec.Task != nil {
+				// The release carries the record of the run it ended.
+				lease.Value = w.stopped(reason)
+			}
+			j.release(lease, reason)
+		})
 	}()
 }
 
@@ -400,6 +425,7 @@ func (j *job) end(reason error) {
 
 func (j *job) finish() {
 	j.stopHealth()
+	j.stopTask()
 	j.phase, j.timer = ended, nil
 	if j.l.jobs[j.spec.Name] == j {
 		delete(j.l.jobs, j.spec.Name)

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/redact"
 	"github.com/electd/electd/providers"
 )
 
@@ -46,6 +47,7 @@ type fleet struct {
 	tags     map[string]string // the agent's tags, "node" = node_id included
 	balance  bool
 	draining atomic.Bool
+	redact   *redact.Set // the configuration's secrets, masked in what hooks are given
 }
 
 func newFleet(a config.Agent, holder string) *fleet {

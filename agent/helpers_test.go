@@ -155,18 +155,23 @@ type faulty struct {
 }
 
 type call struct {
-	op  string
-	at  time.Time // on the test's clock
-	err error
+	op    string
+	at    time.Time // on the test's clock
+	err   error
+	value string // the lease value sent (renew, release)
 }
 
 func newFaulty(p providers.Provider, clock Clock) *faulty {
 	return &faulty{Provider: p, clock: clock, calls: make(chan call, 1000)}
 }
 
-func (f *faulty) record(op string, at time.Time, err error) {
+func (f *faulty) record(op string, at time.Time, err error, value ...string) {
+	c := call{op: op, at: at, err: err}
+	if len(value) > 0 {
+		c.value = value[0]
+	}
 	select {
-	case f.calls <- call{op, at, err}:
+	case f.calls <- c:
 	default:
 	}
 }
@@ -254,14 +259,14 @@ func (f *faulty) Renew(ctx context.Context, l providers.Lease) (providers.Lease,
 		f.lastRenew = sent
 		f.mu.Unlock()
 	}
-	f.record("renew", at, err)
+	f.record("renew", at, err, l.Value)
 	return r, err
 }
 
 func (f *faulty) Release(ctx context.Context, l providers.Lease) error {
 	at := f.clock.Now()
 	err := f.Provider.Release(ctx, l)
-	f.record("release", at, err)
+	f.record("release", at, err, l.Value)
 	return err
 }
 

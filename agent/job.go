@@ -49,6 +49,7 @@ type job struct {
 	once    *onceState // RunOnce: one term only (once.go); nil under Run
 	started time.Time  // when the job started on this agent
 	health  *health    // its health check's state (health.go); nil without a check
+	task    *taskState // its runs as this node knows them (task.go); nil without a task
 
 	// The leader as this node last knew it, for on_leader_change (events.go).
 	lastLeader string
@@ -68,7 +69,7 @@ type renewal struct {
 func newJob(spec *config.Job, l *loop, o Options) *job {
 	j := &job{spec: spec, l: l}
 	log := j.log()
-	hooks := [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange}
+	hooks := [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange, spec.OnTaskFailed, spec.OnTaskSucceeded}
 	if spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooks, func(as []config.Action) bool {
 		return slices.ContainsFunc(as, func(a config.Action) bool { return a.Kind == config.ActionExec })
 	}) {
@@ -81,6 +82,7 @@ func newJob(spec *config.Job, l *loop, o Options) *job {
 	if spec.Health != nil {
 		j.health = &health{}
 	}
+	j.taskSpec = spec.Task
 	j.eligible = matches(l.fleet.tags, spec.Constraint)
 	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL, Eligible: j.eligible}
 	if !j.eligible {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,9 +92,14 @@ func (l *loop) notify() error {
 			if key == "" {
 				for _, j := range l.jobs {
 					j.notify()
+					j.taskNotified()
+					j.triggerNotified()
 				}
 			} else if j := l.jobs[key]; j != nil {
 				j.notify()
+				j.taskNotified()
+			} else if name, ok := strings.CutPrefix(key, triggerPrefix); ok && l.jobs[name] != nil {
+				l.jobs[name].triggerNotified() // a run was asked for (task.go)
 			}
 		})
 	})

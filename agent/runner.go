@@ -37,6 +37,7 @@ type started struct {
 	*proc.Process
 	kind, event string
 	out, errw   *lineLogger
+	tail        *tail // a task's last lines; nil for other kinds
 }
 
 // start evaluates c with ev and starts it. kind is "run", "task" or "exec";
@@ -62,6 +63,7 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 		environ = append(environ, k+"="+v)
 	}
 	environ = append(environ, ev.Environ()...) // last, so a job cannot fake them
+	environ = append(environ, ev.RunEnviron()...)
 	environ = append(environ, extra...)
 	log := r.log.Named(kind)
 	level := hclog.Info
@@ -70,6 +72,11 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	}
 	s := &started{kind: kind, event: ev.Type,
 		out: &lineLogger{log: log, stream: "stdout", level: level}, errw: &lineLogger{log: log, stream: "stderr", level: level}}
+	if kind == "task" {
+		// The last lines go to on_task_failed and on_task_succeeded.
+		s.tail = &tail{}
+		s.out.tail, s.errw.tail = s.tail, s.tail
+	}
 	var stdout, stderr io.Writer = s.out, s.errw
 	if r.stdout != nil && r.stderr != nil {
 		stdout, stderr = r.stdout, r.stderr
@@ -90,8 +97,9 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 }
 
 // finished records the end of s: flushes its output, logs and counts the
-// outcome. Call once Done is closed.
-func (r *runner) finished(s *started, timedOut bool) {
+// outcome, which it returns ("ok", "timeout", "stopped" or "failed"). Call
+// once Done is closed.
+func (r *runner) finished(s *started, timedOut bool) string {
 	r.mu.Lock()
 	delete(r.procs, s.Process)
 	r.mu.Unlock()
@@ -120,6 +128,7 @@ func (r *runner) finished(s *started, timedOut bool) {
 		log.Warn("exited", "pid", s.Pid(), "exit_code", code, "result", result)
 	}
 	r.count(s.event, s.kind, result)
+	return result
 }
 
 func (r *runner) count(event, kind, result string) {
@@ -172,6 +181,7 @@ type lineLogger struct {
 	log    hclog.Logger
 	stream string
 	level  hclog.Level
+	tail   *tail // also keeps the last lines, when set
 	mu     sync.Mutex
 	buf    bytes.Buffer
 }
@@ -206,5 +216,49 @@ func (l *lineLogger) flush() {
 }
 
 func (l *lineLogger) emit(line []byte) {
-	l.log.Log(l.level, strings.TrimRight(string(line), "\r"), "stream", l.stream)
+	s := strings.TrimRight(string(line), "\r")
+	l.log.Log(l.level, s, "stream", l.stream)
+	l.tail.add(s)
+}
+
+// tail keeps the last lines a command wrote, both streams interleaved, for
+// the task hooks: enough to say why a run failed, never the whole output.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+const (
+	tailLines    = 20
+	tailLineMax  = 512 // bytes of one line kept
+	tailMaxBytes = 4 << 10
+)
+
+func (t *tail) add(line string) {
+	if t == nil {
+		return
+	}
+	if len(line) > tailLineMax {
+		line = line[:tailLineMax] + "..."
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > tailLines {
+		t.lines = t.lines[len(t.lines)-tailLines:]
+	}
+}
+
+// String is the lines kept, newline-separated, within tailMaxBytes.
+func (t *tail) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.Join(t.lines, "\n")
+	if len(s) > tailMaxBytes {
+		s = s[len(s)-tailMaxBytes:]
+	}
+	return s
 }

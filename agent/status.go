@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,14 +39,30 @@ type HealthStatus struct {
 	LastError            string     `json:"last_error"` // why the last check failed
 }
 
-// Transition is one change of leadership this agent saw, for the history.
+// Transition is one change of leadership this agent saw, for the history,
+// or a task run it learned of (Type "task_run": Leader is the node that ran
+// it, Reason its result, Run the run).
 type Transition struct {
 	Time           time.Time `json:"time"`
-	Type           string    `json:"type"` // elected, demoted, leader_change
+	Type           string    `json:"type"` // elected, demoted, leader_change, task_run
 	Leader         string    `json:"leader"`
 	PreviousLeader string    `json:"previous_leader"`
 	Token          uint64    `json:"token"`
 	Reason         string    `json:"reason"`
+	Run            *TaskRun  `json:"run,omitempty"`
+}
+
+// TransitionTaskRun is the Type of a task run in the history.
+const TransitionTaskRun = "task_run"
+
+// TaskStatus is a task job's runs as GET /v1/jobs shows them. LastRun and
+// LastSuccessAt come from the slot record in the store, so every node shows
+// the same, whichever ran the task.
+type TaskStatus struct {
+	Schedule      string     `json:"schedule"`
+	LastRun       *TaskRun   `json:"last_run"`        // nil: no run known
+	LastSuccessAt *time.Time `json:"last_success_at"` // nil: none known
+	NextRun       *time.Time `json:"next_run"`        // when the next scheduled run starts
 }
 
 // historyLen is how many transitions a job keeps.
@@ -77,8 +94,9 @@ type JobStatus struct {
 	// TokenMark is the highest fencing token this node has seen for the
 	// job; TokenRegressions counts the tokens the store reported below it
 	// (writes the store lost, mark.go).
-	TokenMark        uint64 `json:"token_mark"`
-	TokenRegressions uint64 `json:"token_regressions"`
+	TokenMark        uint64      `json:"token_mark"`
+	TokenRegressions uint64      `json:"token_regressions"`
+	Task             *TaskStatus `json:"task,omitempty"` // nil when the job has no task
 }
 
 // ErrNoSuchJob is returned by StepDown for a job the agent does not run.
@@ -111,26 +129,63 @@ type status struct {
 	// The last transitions, oldest first (a ring once full).
 	history                         []Transition
 	elected, demoted, leaderChanges uint64
+	// A task job's last runs (a ring of their own, so that a task every
+	// minute does not push the leadership changes out), its spec and the
+	// last slot recorded, for task.next_run.
+	runs     []Transition
+	nextRun  int32
+	taskSpec *config.Task
+	taskLast time.Time
+}
+
+// recordRun adds a task run to the history.
+func (s *status) recordRun(t Transition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	push(&s.runs, &s.nextRun, t)
+}
+
+// push adds t to a ring of historyLen transitions, whose oldest is at
+// *next once it is full.
+func push(ring *[]Transition, next *int32, t Transition) {
+	if len(*ring) < historyLen {
+		*ring = append(*ring, t)
+		return
+	}
+	(*ring)[*next] = t
+	*next = (*next + 1) % historyLen
+}
+
+// setTask shows what the slot record says.
+func (s *status) setTask(rec slotRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := &TaskStatus{Schedule: s.taskSpec.ScheduleText, LastRun: rec.run}
+	if !rec.lastSuccess.IsZero() {
+		t := rec.lastSuccess
+		ts.LastSuccessAt = &t
+	}
+	s.st.Task, s.taskLast = ts, rec.slot
 }
 
 func (s *status) record(t Transition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.history) < historyLen {
-		s.history = append(s.history, t)
-		return
-	}
-	s.history[s.next] = t
-	s.next = (s.next + 1) % historyLen
+	push(&s.history, &s.next, t)
 }
 
 // History is the transitions kept, oldest first.
 func (s *status) History() []Transition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Transition, 0, len(s.history))
+	out := make([]Transition, 0, len(s.history)+len(s.runs))
 	out = append(out, s.history[s.next:]...)
-	return append(out, s.history[:s.next]...)
+	out = append(out, s.history[:s.next]...)
+	if len(s.runs) > 0 {
+		out = append(out, s.runs...)
+		slices.SortStableFunc(out, func(a, b Transition) int { return a.Time.Compare(b.Time) })
+	}
+	return out
 }
 
 // setCompeting records whether the job competes here, and why not.
@@ -158,6 +213,12 @@ func (s *status) sample() metrics.JobSample {
 	if s.st.Health != nil {
 		js.HasHealth, js.Healthy = true, s.st.Health.Status == HealthPassing
 	}
+	if t := s.st.Task; t != nil {
+		if t.LastSuccessAt != nil {
+			js.LastSuccess = *t.LastSuccessAt
+		}
+		js.NextRun = nextRun(s.taskSpec, s.st.Job, s.taskLast, time.Now())
+	}
 	return js
 }
 
@@ -180,7 +241,15 @@ func (s *status) count(typ string) {
 func (s *status) get() JobStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.st
+	st := s.st
+	if t := st.Task; t != nil {
+		c := *t
+		if next := nextRun(s.taskSpec, st.Job, s.taskLast, time.Now()); !next.IsZero() {
+			c.NextRun = &next
+		}
+		st.Task = &c
+	}
+	return st
 }
 
 // opDone records the outcome of a lease operation. Only an answer from the

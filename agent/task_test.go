@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -231,4 +232,157 @@ job "slow" {
 			t.Errorf("grandchild %d of a timed-out task still runs", pid)
 		}
 	}
+}
+
+// taskTimingJob runs a task job's loop on a fake clock over a real SQLite
+// store. Its term is long enough that no renewal falls within a test: the
+// clock moves only through the task's own timers.
+func taskTimingJob(t *testing.T, task *config.Task) (*job, *faulty, *fakeClock) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fakeClockJob(t, config.Job{Name: "spread", Provider: "sql.s", Mode: config.ModeLeader,
+		TTL: 10 * time.Minute, RenewEvery: 5 * time.Minute, RetryEvery: time.Minute, Task: task}, Options{Shim: self}, nil)
+}
+
+// untilRenewal reads the calls until a renewal whose record satisfies ok.
+func untilRenewal(t *testing.T, f *faulty, what string, ok func(slotRecord) bool) call {
+	t.Helper()
+	for {
+		c := f.nextCall(t)
+		if c.op == "renew" && c.err == nil && ok(parseRecord(c.value)) {
+			return c
+		}
+		if c.op == "release" {
+			t.Fatalf("released before %s", what)
+		}
+	}
+}
+
+// random_delay: a slot's run starts slotDelay after the slot, on the
+// agent's own clock; the record names the slot (not the start), the run's
+// outcome follows at its exit, and the next run shown includes the next
+// slot's delay.
+func TestTaskRandomDelay(t *testing.T) {
+	t.Parallel()
+	every, err := config.ParseSchedule("@every 1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &config.Task{ScheduleText: "@every 1m", Schedule: every, RandomDelay: 30 * time.Second, StopTimeout: time.Second,
+		Command: config.Command{Argv: config.ListOf("true")}}
+	j, f, clk := taskTimingJob(t, task)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	eventually(t, 5*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
+	slot := nextSlot(every, t0)
+	d := slotDelay("spread", task, slot)
+	if d <= 0 || d >= 30*time.Second {
+		t.Fatalf("slotDelay = %s, want within (0, 30s) for this slot", d)
+	}
+	if other := slotDelay("spread", task, slot.Add(time.Minute)); other == d {
+		t.Errorf("two slots got the same delay %s: the delay does not depend on the slot", d)
+	}
+	due := slot.Add(d)
+	for clk.Now().Before(due) {
+		clk.advanceTo(t, due)
+	}
+	c := untilRenewal(t, f, "the slot is recorded", func(r slotRecord) bool { return r.slot.Equal(slot) })
+	if !c.at.Equal(due) {
+		t.Errorf("slot recorded at slot+%s, want slot+%s (its random_delay)", c.at.Sub(slot), d)
+	}
+	if r := parseRecord(c.value).run; r == nil || r.Result != ResultRunning || !r.Slot.Equal(slot) || r.Node != "node-1" {
+		t.Errorf("the record while it runs: %+v, want running, slot %s, node-1", r, slot)
+	}
+	c = untilRenewal(t, f, "the outcome is written", func(r slotRecord) bool { return r.run != nil && r.run.Result != ResultRunning })
+	rec := parseRecord(c.value)
+	if rec.run.Result != ResultSucceeded || rec.run.ExitCode == nil || *rec.run.ExitCode != 0 || !rec.lastSuccess.Equal(due) {
+		t.Errorf("after the run: %+v (last success %s), want succeeded with exit code 0, last success at %s", rec.run, rec.lastSuccess, due)
+	}
+	st := j.get().Task
+	next := slot.Add(time.Minute)
+	if st == nil || st.NextRun == nil || !st.NextRun.Equal(next.Add(slotDelay("spread", task, next))) {
+		t.Errorf("task status %+v, want next_run at the next slot plus its delay (%s)", st, next.Add(slotDelay("spread", task, next)))
+	}
+	if st != nil && (st.LastRun == nil || st.LastRun.Result != ResultSucceeded || st.LastSuccessAt == nil) {
+		t.Errorf("task status %+v, want the run shown as succeeded", st)
+	}
+}
+
+// Every agent shows a scheduled run's outcome, whichever ran it: the
+// followers read it from the record that travels with the lease.
+func TestTaskRecordSeenByFollowers(t *testing.T) {
+	db, out := sqliteDB(t), filepath.Join(t.TempDir(), "runs")
+	job := fmt.Sprintf(`
+job "failing" {
+%s
+  task {
+    schedule     = "@every 1s"
+    command      = ["sh", "-c", "echo \"$ELECTD_SLOT $ELECTD_NODE\" >> %s; exit 3"]
+    stop_timeout = "1s"
+  }
+}`, quick, out)
+	var agents []*testAgent
+	for i := 1; i <= 3; i++ {
+		agents = append(agents, startAgent(t, loadConfig(t, agentConfig(fmt.Sprintf("node-%d", i), db, job))))
+	}
+	var last []string
+	eventually(t, 20*time.Second, "every agent shows a failed run with exit code 3, run by the leader", func() bool {
+		last = nil
+		leader := ""
+		for _, a := range agents {
+			if s := a.job("failing"); s.state == StateLeader {
+				leader = s.leader
+			}
+		}
+		ok := leader != ""
+		for _, a := range agents {
+			st := taskOf(a, "failing")
+			if st == nil || st.LastRun == nil {
+				last, ok = append(last, "no run"), false
+				continue
+			}
+			r := st.LastRun
+			last = append(last, fmt.Sprintf("%s %s on %s", r.Slot.Format(time.RFC3339), r.Result, r.Node))
+			if r.Result != ResultFailed || r.ExitCode == nil || *r.ExitCode != 3 || r.Node != leader || st.LastSuccessAt != nil || st.NextRun == nil {
+				ok = false
+			}
+		}
+		return ok
+	})
+	t.Logf("as the agents show it: %q", last)
+	// The runs the followers show are runs that happened.
+	ran := map[string]bool{}
+	for _, l := range lines(t, out) {
+		ran[strings.Fields(l)[0]] = true
+	}
+	for _, a := range agents {
+		if r := taskOf(a, "failing").LastRun; !ran[r.Slot.Format(time.RFC3339)] {
+			t.Errorf("%s shows a run of slot %s that did not run", a.fleet.node, r.Slot.Format(time.RFC3339))
+		}
+	}
+	hist, err := agents[1].History("failing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, h := range hist {
+		if h.Type == TransitionTaskRun && h.Run != nil && h.Reason == "failed (exit code 3)" {
+			runs++
+		}
+	}
+	if runs == 0 {
+		t.Errorf("node-2's history shows no failed run: %+v", hist)
+	}
+}
+
+func taskOf(a *testAgent, job string) *TaskStatus {
+	for _, j := range a.Jobs() {
+		if j.Job == job {
+			return j.Task
+		}
+	}
+	return nil
 }

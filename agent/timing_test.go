@@ -62,7 +62,17 @@ func timingJob(t *testing.T) (*job, *faulty, *fakeClock) {
 // starts.
 func timingJobOn(t *testing.T, prepare func(providers.Provider)) (*job, *faulty, *fakeClock) {
 	t.Helper()
+	return fakeClockJob(t, config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
+		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}, Options{}, prepare)
+}
+
+// fakeClockJob runs spec's loop on a fake clock over a real SQLite store,
+// with faults injected into Renew; o.Clock is set to the fake clock, and
+// prepare, when not nil, runs on the store before the job starts.
+func fakeClockJob(t *testing.T, spec config.Job, o Options, prepare func(providers.Provider)) (*job, *faulty, *fakeClock) {
+	t.Helper()
 	clk := newFakeClock()
+	o.Clock = clk
 	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
 	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
 	if err != nil {
@@ -73,10 +83,8 @@ func timingJobOn(t *testing.T, prepare func(providers.Provider)) (*job, *faulty,
 		prepare(p)
 	}
 	f := newFaulty(p, clk)
-	spec := config.Job{Name: "timed", Provider: "sql.s", Mode: config.ModeLeader,
-		TTL: 10 * time.Second, RenewEvery: 2 * time.Second, RetryEvery: time.Second}
 	l := newLoop(f, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), hclog.NewNullLogger())
-	j := newJob(&spec, l, Options{Clock: clk})
+	j := newJob(&spec, l, o)
 	l.post(j.start)
 	t.Cleanup(func() {
 		l.post(func() { j.end(ErrStopping) })

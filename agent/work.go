@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
 )
 
 // leaderWork is what a leader runs: the `run` command under its restart
@@ -25,7 +26,12 @@ type leaderWork struct {
 
 	task         *started // a task run in progress
 	taskTimedOut bool
-	recording    bool // a slot is being recorded with the lease
+	recording    bool       // a run is being recorded with the lease
+	rec          slotRecord // the task's record as this term writes it (record.go)
+	prior        slotRecord // the record before the one being recorded
+	pending      uint64     // the newest trigger request read
+	polling      bool       // a read of the trigger requests is out
+	stoppedTask  *started   // the run stop stopped
 
 	timers []*timer
 }
@@ -62,22 +68,30 @@ func (w *leaderWork) begin() error {
 		return w.runSlot(w.slot)
 	case spec.Task != nil:
 		// A slot missed while no node led (the old leader died just before
-		// it) is run once now: no scheduled run is lost to a failover.
+		// it) is run once now: no scheduled run is lost to a failover. One
+		// whose random_delay has not passed runs when it has.
 		now := w.j.l.clock.Now()
-		if missed := latestSlot(spec.Task.Schedule, lastSlot(w.j.lease.Value), now); !missed.IsZero() {
+		missed := latestSlot(spec.Task.Schedule, w.rec.slot, now)
+		switch {
+		case missed.IsZero():
+			w.scheduleNext(now)
+		case w.startsAt(missed).After(now):
+			w.after(w.startsAt(missed).Sub(now), func() error { return w.slotDue(missed) })
+		default:
 			w.j.log().Info("running a slot missed during the failover", "slot", missed.UTC().Format(time.RFC3339))
 			if err := w.runSlot(missed); err != nil {
 				return err
 			}
+			w.scheduleNext(now)
 		}
-		w.scheduleNext(now)
+		w.pollTriggers() // requests made while no node led run now
 	}
 	return nil
 }
 
 func (w *leaderWork) scheduleNext(after time.Time) {
 	next := nextSlot(w.j.spec.Task.Schedule, after)
-	w.after(next.Sub(w.j.l.clock.Now()), func() error { return w.slotDue(next) })
+	w.after(w.startsAt(next).Sub(w.j.l.clock.Now()), func() error { return w.slotDue(next) })
 }
 
 func (w *leaderWork) startRun() error {
@@ -150,16 +164,28 @@ func (w *leaderWork) runExited(s *started) error {
 	return nil
 }
 
+// taskExited ends a run whose command exited by itself (or at its timeout).
 func (w *leaderWork) taskExited(s *started) error {
 	if s != w.task {
 		return nil
 	}
-	w.j.runner.finished(s, w.taskTimedOut)
+	timedOut := w.taskTimedOut
+	w.j.runner.finished(s, timedOut)
 	w.task, w.taskTimedOut = nil, false
-	if w.j.spec.Mode == config.ModeLock {
-		return fmt.Errorf("%w: the task run finished", ErrSlotDone)
+	code := s.ExitCode()
+	result := ResultSucceeded
+	switch {
+	case timedOut:
+		result = ResultTimedOut
+	case code != 0:
+		result = ResultFailed // a death by a signal the agent did not send included
 	}
-	return nil
+	w.endRun(result, &code, "", s.tail.String())
+	if w.j.spec.Mode == config.ModeLock {
+		return fmt.Errorf("%w: the task run finished", ErrSlotDone) // the release carries the record
+	}
+	w.write()
+	return w.takeTrigger()
 }
 
 func (w *leaderWork) taskTimeout(s *started) error {
@@ -172,10 +198,45 @@ func (w *leaderWork) taskTimeout(s *started) error {
 	return nil
 }
 
+// stamp is now as the record keeps it (milliseconds, UTC), so that the
+// leader shows the very times the other nodes read from the store.
+func (w *leaderWork) stamp() time.Time { return w.j.l.clock.Now().Truncate(time.Millisecond).UTC() }
+
+// inherit takes over the record the previous term left. A run it shows as
+// running died with the node that ran it (its lease expired, it was not
+// released): it is recorded as killed, and on_task_failed fires here, as
+// no other node will say that the run was lost.
+func (w *leaderWork) inherit(rec slotRecord) {
+	w.rec = rec
+	r := rec.run
+	if r == nil || r.Result != ResultRunning {
+		w.j.sawRecord(rec)
+		return
+	}
+	lost := *r
+	lost.Result, lost.Why = ResultKilled, "lost with the lease of the node running it"
+	w.rec.run = &lost
+	w.j.log().Warn("the last run died with the node that ran it", "node", r.Node, "token", r.Token,
+		"slot", r.Slot.Format(time.RFC3339))
+	w.j.taskEnded(w.rec, &lost, "", w.elected)
+}
+
+// startsAt is when slot's run starts: random_delay after it.
+func (w *leaderWork) startsAt(slot time.Time) time.Time {
+	return slot.Add(slotDelay(w.j.spec.Name, w.j.spec.Task, slot))
+}
+
 func (w *leaderWork) slotDue(slot time.Time) error {
 	if w.task != nil || w.recording {
 		w.j.log().Warn("slot skipped: the previous run is still running", "slot", slot.UTC().Format(time.RFC3339))
 		w.j.runner.count(w.elected.Type, "task", "skipped")
+		// The record keeps the run in progress: the skip is this node's
+		// to show (history, metrics, on_task_failed).
+		now := w.stamp()
+		skipped := &TaskRun{Slot: slot.UTC(), EndedAt: &now, Result: ResultSkipped, Node: w.j.node(), Token: w.j.lease.Token,
+			Why: "the previous run was still running"}
+		w.j.taskEnded(w.rec, skipped, "", w.elected)
+		w.j.recordRun(Transition{Time: now, Type: TransitionTaskRun, Leader: skipped.Node, Token: skipped.Token, Reason: describeResult(skipped), Run: skipped})
 	} else if err := w.runSlot(slot); err != nil {
 		return err
 	}
@@ -187,29 +248,102 @@ func (w *leaderWork) slotDue(slot time.Time) error {
 // once per slot across the cluster, because a slot is only run after the
 // store has accepted it under this term. A slot already recorded is skipped.
 func (w *leaderWork) runSlot(slot time.Time) error {
-	if !lastSlot(w.j.lease.Value).Before(slot) {
+	if !w.rec.slot.Before(slot) {
 		w.j.log().Info("slot already run; skipping it", "slot", slot.UTC().Format(time.RFC3339))
 		if w.j.spec.Mode == config.ModeLock {
 			return fmt.Errorf("%w: the slot was already run", ErrSlotDone)
 		}
 		return nil
 	}
-	w.recording = true
-	w.j.renew(renewal{value: formatSlot(slot), then: func(err error) {
-		w.recording = false
-		w.j.onWork(w, func() error { return w.startTask(slot, err) })
-	}})
+	rec := w.rec
+	rec.slot = slot
+	w.record(rec, slot, 0)
 	return nil
 }
 
-// startTask starts the task for slot once the slot is recorded (recorded
-// is the store's error, or nil).
-func (w *leaderWork) startTask(slot time.Time, recorded error) error {
+// takeTrigger runs the task for the newest trigger request read, unless it
+// was run already or a run is in progress (then it runs after it).
+func (w *leaderWork) takeTrigger() error {
+	if w.pending <= w.rec.trigger || w.task != nil || w.recording {
+		return nil
+	}
+	rec := w.rec
+	rec.trigger = w.pending
+	w.j.log().Info("running the task on request", "request", w.pending)
+	w.record(rec, w.j.l.clock.Now().Truncate(time.Second), w.pending)
+	return nil
+}
+
+// pollTriggers reads the trigger key now and then as often as the other
+// nodes read the record (watchEvery); a store that notifies has the
+// leader read it at once (loop.notify).
+func (w *leaderWork) pollTriggers() {
+	w.checkTrigger()
+	w.after(jitter(watchEvery(w.j.spec)), func() error { w.pollTriggers(); return nil })
+}
+
+// checkTrigger reads the job's trigger key (task.go): its token is the
+// newest request.
+func (w *leaderWork) checkTrigger() {
+	if w.polling {
+		return
+	}
+	w.polling = true
+	j := w.j
+	j.l.observe(triggerKey(j.spec.Name), j.spec.RenewEvery, func(l providers.Lease, err error) {
+		w.polling = false
+		j.onWork(w, func() error {
+			if err != nil {
+				j.log().Debug("cannot read the trigger requests", "error", err)
+				return nil
+			}
+			w.pending = max(w.pending, l.Token)
+			return w.takeTrigger()
+		})
+	})
+}
+
+// record writes rec, which marks the run of slot (for trigger, when not 0)
+// as taken, with the lease, then starts the task: at most once across the
+// cluster, as it runs only once the store has accepted the record under
+// this term.
+func (w *leaderWork) record(rec slotRecord, slot time.Time, trigger uint64) {
+	now := w.stamp()
+	run := &TaskRun{Slot: slot.UTC(), StartedAt: &now, Result: ResultRunning, Node: w.j.node(), Token: w.j.lease.Token, Trigger: trigger}
+	rec.run = run
+	w.prior, w.rec, w.recording = w.rec, rec, true
+	w.j.sawRecord(rec)
+	w.j.renew(renewal{value: rec.String(), then: func(err error) {
+		w.recording = false
+		w.j.onWork(w, func() error { return w.startTask(run, err) })
+	}})
+}
+
+// write sends the record with the lease now rather than at the next
+// renewal, so that the other nodes see a run's outcome soon. A renewal that
+// fails leaves the record to the next one.
+func (w *leaderWork) write() {
+	w.j.renew(renewal{value: w.rec.String(), then: func(error) {}})
+}
+
+// startTask starts the task for run once its record is in the store
+// (recorded is the store's error, or nil).
+func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 	task, lock := w.j.spec.Task, w.j.spec.Mode == config.ModeLock
-	log := w.j.log().With("slot", slot.UTC().Format(time.RFC3339))
+	log := w.j.log().With("slot", run.Slot.Format(time.RFC3339))
 	if recorded != nil {
-		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
 		w.j.runner.count(w.elected.Type, "task", "skipped")
+		if run.Trigger != 0 {
+			// Not run, so not taken: the next read of the requests tries
+			// again (a request runs at most once: only after a record
+			// the store accepted).
+			log.Warn("cannot record the trigger request with the lease; trying again", "request", run.Trigger, "error", recorded)
+			w.rec = w.prior
+			w.j.sawRecord(w.rec)
+			return nil
+		}
+		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
+		w.endRun(ResultSkipped, nil, "the slot could not be recorded in the store", "")
 		if lock {
 			return fmt.Errorf("%w: the slot could not be recorded", ErrSlotDone)
 		}
@@ -218,22 +352,80 @@ func (w *leaderWork) startTask(slot time.Time, recorded error) error {
 	ev := w.elected
 	ev.Time = time.Now()
 	// ELECTD_SLOT names the run for the task itself: an idempotency key.
-	s, err := w.j.runner.start("task", task.Command, ev, "ELECTD_SLOT="+slot.UTC().Format(time.RFC3339))
+	extra := []string{"ELECTD_SLOT=" + run.Slot.Format(time.RFC3339)}
+	if run.Trigger != 0 {
+		extra = append(extra, "ELECTD_TRIGGER="+strconv.FormatUint(run.Trigger, 10))
+	}
+	s, err := w.j.runner.start("task", task.Command, ev, extra...)
 	if err != nil {
 		log.Error("cannot start the task", "error", err)
 		w.j.runner.count(ev.Type, "task", "failed")
+		w.endRun(ResultFailed, nil, "not started: "+err.Error(), "")
 		if lock {
 			return fmt.Errorf("%w: the task could not start: %v", ErrCannotStart, err)
 		}
+		w.write()
 		return nil
 	}
 	log.Info("task started", "pid", s.Pid(), "token", ev.Token)
+	now := w.stamp()
+	started := *run
+	started.StartedAt = &now
+	w.rec.run = &started
+	w.j.sawRecord(w.rec)
 	w.task, w.taskTimedOut = s, false
 	w.watchExit(s, w.taskExited)
 	if task.Timeout > 0 {
 		w.after(task.Timeout, func() error { return w.taskTimeout(s) })
 	}
 	return nil
+}
+
+// endRun sets the outcome of the run in the record, shows it and fires the
+// task hooks. The record reaches the store with the next renewal (write)
+// or the release.
+func (w *leaderWork) endRun(result string, code *int, why, output string) {
+	now := w.stamp()
+	done := *w.rec.run
+	done.EndedAt, done.Result, done.ExitCode, done.Why = &now, result, code, why
+	w.rec.run = &done
+	if result == ResultSucceeded {
+		w.rec.lastSuccess = now
+	}
+	log := w.j.log().With("slot", done.Slot.Format(time.RFC3339), "result", result)
+	if done.Trigger != 0 {
+		log = log.With("request", done.Trigger)
+	}
+	switch {
+	case result == ResultSucceeded:
+		log.Info("task run ended", "duration", done.Duration().Round(time.Millisecond))
+	case code != nil:
+		log.Warn("task run ended", "exit_code", *code, "duration", done.Duration().Round(time.Millisecond))
+	default:
+		log.Warn("task run ended", "why", why)
+	}
+	w.j.taskEnded(w.rec, &done, output, w.elected)
+}
+
+// stopped is called on the loop once stop has returned: a run it stopped
+// is recorded as killed (timed_out when its timeout had come), and a run
+// whose record was still on its way to the store is forgotten, as it never
+// started. It returns the record for the release.
+func (w *leaderWork) stopped(reason error) string {
+	switch {
+	case w.recording:
+		w.rec, w.recording = w.prior, false
+		w.j.sawRecord(w.rec)
+	case w.stoppedTask != nil:
+		s := w.stoppedTask
+		code := s.ExitCode()
+		result, why := ResultKilled, "stopped: "+reasonOf(reason)
+		if w.taskTimedOut {
+			result, why = ResultTimedOut, ""
+		}
+		w.endRun(result, &code, why, s.tail.String())
+	}
+	return w.rec.String()
 }
 
 // stop ends the work: stop signal to each process group, SIGKILL after the
@@ -253,6 +445,7 @@ func (w *leaderWork) stop() {
 			w.j.log().Warn("task did not stop within stop_timeout: killed its process group", "stop_timeout", task.StopTimeout)
 		}
 		w.j.runner.finished(s, w.taskTimedOut)
+		w.stoppedTask = s // its record is written on the loop (stopped)
 	}
 }
 
@@ -268,13 +461,8 @@ func signalOr(s syscall.Signal) syscall.Signal {
 
 func formatSlot(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
 
-func lastSlot(v string) time.Time {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(n, 0)
-}
+// lastSlot is the last slot a lease value records (record.go).
+func lastSlot(v string) time.Time { return parseRecord(v).slot }
 
 // nextSlot is the first slot after t. `@every D` slots are aligned to
 // multiples of D since the Unix epoch rather than to each node's start, so

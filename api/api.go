@@ -29,6 +29,20 @@ type Agent interface {
 	History(job string) ([]agent.Transition, error)
 }
 
+// Triggerer is an Agent that can run a task now (agent.Agent): POST
+// /v1/jobs/{job}/trigger answers 501 without it.
+type Triggerer interface {
+	Trigger(ctx context.Context, job string) (uint64, error)
+}
+
+// TriggerResult is the answer of POST /v1/jobs/{job}/trigger: the request's
+// number. The run for it is the job's task.last_run once its trigger is at
+// least Request (requests made while a run is in progress share one run).
+type TriggerResult struct {
+	Job     string `json:"job"`
+	Request uint64 `json:"request"`
+}
+
 // Options configure the handler.
 type Options struct {
 	Agent   Agent
@@ -65,6 +79,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{job}", s.job)
 	mux.HandleFunc("GET /v1/jobs/{job}/history", s.history)
 	mux.HandleFunc("POST /v1/jobs/{job}/step-down", s.authorized(s.stepDown))
+	mux.HandleFunc("POST /v1/jobs/{job}/trigger", s.authorized(s.trigger))
 	mux.HandleFunc("GET /v1/agent", s.agent)
 	mux.HandleFunc("POST /v1/drain", s.authorized(s.drain))
 	mux.HandleFunc("POST /v1/reload", s.authorized(s.reload))
@@ -107,6 +122,30 @@ func (s *server) stepDown(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.o.Logger.Info("step-down requested through the API", "job", name, "remote", r.RemoteAddr)
 		s.writeJSON(w, http.StatusAccepted, map[string]string{"job": name, "result": "stepping down"})
+	}
+}
+
+// trigger asks for one run of a task job now, on whichever node leads it.
+func (s *server) trigger(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("job")
+	t, ok := s.o.Agent.(Triggerer)
+	if !ok {
+		s.writeError(w, http.StatusNotImplemented, "this agent cannot trigger tasks")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	n, err := t.Trigger(ctx, name)
+	switch {
+	case errors.Is(err, agent.ErrNoSuchJob):
+		s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+	case errors.Is(err, agent.ErrNotTask):
+		s.writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		s.writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		s.o.Logger.Info("task run requested through the API", "job", name, "request", n, "remote", r.RemoteAddr)
+		s.writeJSON(w, http.StatusAccepted, TriggerResult{Job: name, Request: n})
 	}
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -234,5 +235,51 @@ func TestDrainAgentHistory(t *testing.T) {
 	}
 	if code, _ := do(t, h, "GET", "/v1/jobs/nope/history", "10.1.2.3:5000", ""); code != http.StatusNotFound {
 		t.Errorf("history of an unknown job: %d, want 404", code)
+	}
+}
+
+// triggerAgent is a jobsAgent that can run tasks now: report is a task job,
+// billing is not.
+type triggerAgent struct {
+	*jobsAgent
+	asked []string
+}
+
+func (a *triggerAgent) Trigger(_ context.Context, job string) (uint64, error) {
+	switch job {
+	case "report":
+		a.asked = append(a.asked, job)
+		return 12, nil
+	case "billing":
+		return 0, fmt.Errorf("%w: job %q supervises a run command", agent.ErrNotTask, job)
+	}
+	return 0, agent.ErrNoSuchJob
+}
+
+func TestTrigger(t *testing.T) {
+	for _, tc := range []struct {
+		name, job, remote, auth string
+		want                    int
+		body                    string
+	}{
+		{"a task job", "report", "10.1.2.3:5000", "Bearer t0k", 202, `"request": 12`},
+		{"no token", "report", "127.0.0.1:5000", "", 401, "bearer token"},
+		{"not a task job", "billing", "10.1.2.3:5000", "Bearer t0k", 409, "supervises a run command"},
+		{"unknown job", "nope", "10.1.2.3:5000", "Bearer t0k", 404, `no job \"nope\"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &triggerAgent{jobsAgent: newAgent()}
+			code, body := do(t, Handler(Options{Agent: a, Token: "t0k"}), "POST", "/v1/jobs/"+tc.job+"/trigger", tc.remote, tc.auth)
+			if code != tc.want || !strings.Contains(body, tc.body) {
+				t.Errorf("status %d %s, want %d with %s", code, body, tc.want, tc.body)
+			}
+			if asked := len(a.asked) == 1; asked != (tc.want == 202) {
+				t.Errorf("the request reached the agent: %v, want %v", asked, tc.want == 202)
+			}
+		})
+	}
+	// An agent that cannot trigger (an embedding without the capability).
+	if code, _ := do(t, Handler(Options{Agent: newAgent()}), "POST", "/v1/jobs/report/trigger", "127.0.0.1:1", ""); code != http.StatusNotImplemented {
+		t.Errorf("trigger without the capability: %d, want 501", code)
 	}
 }

@@ -134,6 +134,16 @@ type uiJob struct {
 	Leads                 bool // a step-down button
 	History               []uiTransition
 	HistoryTotal          int
+	Task                  *uiTask // nil when the job has no task
+}
+
+// uiTask is a task job's last and next run, as every node shows them.
+type uiTask struct {
+	Schedule                      string
+	LastResult, LastTitle         string // "" when no run is known
+	LastAgo, LastNode             string
+	LastSuccess, LastSuccessTitle string
+	Next, NextTitle               string
 }
 
 type uiTransition struct {
@@ -207,6 +217,9 @@ func (u *ui) view(r *http.Request) uiPage {
 			case h.LastCheck != nil:
 				v.HealthTitle = fmt.Sprintf("%d successes in a row; last check %s", h.ConsecutiveSuccesses, uiAgo(now, *h.LastCheck))
 			}
+		}
+		if t := j.Task; t != nil {
+			v.Task = uiTaskOf(now, t, red)
 		}
 		if hist, err := o.Agent.History(j.Job); err == nil {
 			v.HistoryTotal = len(hist)
@@ -402,4 +415,32 @@ func uiDuration(d time.Duration) string {
 		d = d.Round(time.Hour)
 		return fmt.Sprintf("%dd%dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
 	}
+}
+
+func uiTaskOf(now time.Time, t *agent.TaskStatus, red func(string) string) *uiTask {
+	u := &uiTask{Schedule: red(t.Schedule)}
+	if r := t.LastRun; r != nil {
+		u.LastResult, u.LastNode = r.Result, red(r.Node)
+		at := r.Slot
+		if r.EndedAt != nil {
+			at = *r.EndedAt
+		} else if r.StartedAt != nil {
+			at = *r.StartedAt
+		}
+		u.LastAgo = uiAgo(now, at)
+		u.LastTitle = "slot " + r.Slot.UTC().Format(time.RFC3339)
+		if r.ExitCode != nil {
+			u.LastTitle += fmt.Sprintf(", exit code %d", *r.ExitCode)
+		}
+		if r.Why != "" {
+			u.LastTitle += ": " + red(r.Why)
+		}
+	}
+	if t.LastSuccessAt != nil {
+		u.LastSuccess, u.LastSuccessTitle = uiAgo(now, *t.LastSuccessAt), t.LastSuccessAt.UTC().Format(time.RFC3339)
+	}
+	if t.NextRun != nil {
+		u.Next, u.NextTitle = "in "+uiDuration(t.NextRun.Sub(now)), t.NextRun.UTC().Format(time.RFC3339)
+	}
+	return u
 }

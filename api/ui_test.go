@@ -80,7 +80,7 @@ func newUIAgent() *uiAgent {
 				LeaseExpires: &expires, TTL: 15 * time.Second, Eligible: true, Competing: true,
 				Health: &agent.HealthStatus{Status: agent.HealthPassing, ConsecutiveSuccesses: 5, LastCheck: &checked}},
 			{Job: "report", Provider: "sql.main", State: agent.StateFollower, Leader: "web-2", Token: 7, Since: &since,
-				TTL: 15 * time.Second, Eligible: true, Competing: true},
+				TTL: 15 * time.Second, Eligible: true, Competing: true, Task: reportTask()},
 			{Job: "etl", Provider: "redis.r", State: agent.StateNotEligible, Leader: "web-3", Token: 3,
 				Waiting: "not eligible: constraint role=batch does not match this node's tags (zone=eu-1)",
 				Health:  &agent.HealthStatus{Status: agent.HealthFailing, ConsecutiveFailures: 3, LastError: "exit status 1"}},
@@ -93,6 +93,14 @@ func newUIAgent() *uiAgent {
 			"report": {{Time: now.Add(-3 * time.Minute), Type: "leader_change", Leader: "web-2", Token: 7, Reason: agent.ReasonLeaderChange}},
 		},
 	}
+}
+
+// reportTask is a task job whose last run, on web-2, failed.
+func reportTask() *agent.TaskStatus {
+	started, ended, success, next := now.Add(-2*time.Hour), now.Add(-110*time.Minute), now.Add(-26*time.Hour), now.Add(22*time.Hour)
+	code := 3
+	return &agent.TaskStatus{Schedule: "30 2 * * *", LastSuccessAt: &success, NextRun: &next,
+		LastRun: &agent.TaskRun{Slot: started, StartedAt: &started, EndedAt: &ended, ExitCode: &code, Result: agent.ResultFailed, Node: "web-2", Token: 7}}
 }
 
 // uiDo sends a request to h: form (when not nil) as a POST body, headers
@@ -179,6 +187,18 @@ func TestUIShowsTheAgentAndEveryJob(t *testing.T) {
 			if !strings.Contains(page, want) {
 				t.Errorf("GET %s: no %q in the history", path, want)
 			}
+		}
+		// A task job's line: its last run, last success and next run.
+		task := page[strings.Index(page, `<tr class="task">`):]
+		task = task[:strings.Index(task, "</tr>")]
+		for _, want := range []string{"<code>30 2 * * *</code>", `<span class="result failed" title="slot 2026-11-22T10:00:00Z, exit code 3">failed</span> on web-2 1h50m ago`,
+			"last success <span", "26h00m ago", "next <span", "in 22h00m"} {
+			if !strings.Contains(task, want) {
+				t.Errorf("GET %s: the task line has no %q:\n%s", path, want, task)
+			}
+		}
+		if strings.Count(page, `<tr class="task">`) != 1 {
+			t.Errorf("GET %s: a task line for a job without a task", path)
 		}
 		if strings.Index(page, "<td>elected</td>") > strings.Index(page, "<td>leader change</td>") {
 			t.Errorf("GET %s: history not newest first", path)

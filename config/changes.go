@@ -54,12 +54,14 @@ var hookShape = &blockShape{schema: hookSchema, indexed: true, blocks: map[strin
 }}
 
 var jobShape = &blockShape{schema: jobSchema, blocks: map[string]*blockShape{
-	"run":            {schema: runSchema},
-	"task":           {schema: taskSchema},
-	"health":         {schema: healthSchema},
-	hookElected:      hookShape,
-	hookDemoted:      hookShape,
-	hookLeaderChange: hookShape,
+	"run":             {schema: runSchema},
+	"task":            {schema: taskSchema},
+	"health":          {schema: healthSchema},
+	hookElected:       hookShape,
+	hookDemoted:       hookShape,
+	hookLeaderChange:  hookShape,
+	hookTaskFailed:    hookShape,
+	hookTaskSucceeded: hookShape,
 }}
 
 // jobValues hashes the attributes of a job block. It runs after the block

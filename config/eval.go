@@ -106,6 +106,16 @@ var EventType = cty.Object(map[string]cty.Type{
 	"token":           cty.String,
 	"time":            cty.String,
 	"reason":          cty.String,
+	// A task run's fields (on_task_failed, on_task_succeeded); "" for
+	// leadership events.
+	"slot":       cty.String,
+	"started_at": cty.String,
+	"ended_at":   cty.String,
+	"exit_code":  cty.String,
+	"result":     cty.String,
+	"why":        cty.String,
+	"trigger":    cty.String,
+	"output":     cty.String,
 })
 
 // Value is the event as the cty object expressions see.
@@ -114,7 +124,7 @@ func (e Event) Value() cty.Value {
 	if !e.Time.IsZero() {
 		t = e.Time.UTC().Format(time.RFC3339)
 	}
-	return cty.ObjectVal(map[string]cty.Value{
+	v := map[string]cty.Value{
 		"type":            cty.StringVal(e.Type),
 		"job":             cty.StringVal(e.Job),
 		"node":            cty.StringVal(e.Node),
@@ -123,7 +133,11 @@ func (e Event) Value() cty.Value {
 		"token":           cty.StringVal(e.TokenString()),
 		"time":            cty.StringVal(t),
 		"reason":          cty.StringVal(e.Reason),
-	})
+	}
+	for k, f := range e.Run.Fields() {
+		v[k] = cty.StringVal(f)
+	}
+	return cty.ObjectVal(v)
 }
 
 // diagsError turns evaluation diagnostics into an error without source

@@ -27,9 +27,11 @@ const DefaultRestartWait = time.Second
 // blocks already give order and multiplicity; a second block of the same
 // kind is more likely a mistake than a wish).
 const (
-	hookElected      = "on_elected"
-	hookDemoted      = "on_demoted"
-	hookLeaderChange = "on_leader_change"
+	hookElected       = "on_elected"
+	hookDemoted       = "on_demoted"
+	hookLeaderChange  = "on_leader_change"
+	hookTaskFailed    = "on_task_failed"
+	hookTaskSucceeded = "on_task_succeeded"
 )
 
 var jobSchema = &hcl.BodySchema{
@@ -51,6 +53,8 @@ var jobSchema = &hcl.BodySchema{
 		{Type: hookElected},
 		{Type: hookDemoted},
 		{Type: hookLeaderChange},
+		{Type: hookTaskFailed},
+		{Type: hookTaskSucceeded},
 	},
 }
 
@@ -100,6 +104,7 @@ var taskSchema = &hcl.BodySchema{
 		{Name: "timeout"},
 		{Name: "stop_signal"},
 		{Name: "stop_timeout"},
+		{Name: "random_delay"},
 	},
 }
 
@@ -290,7 +295,17 @@ func (l *loader) decodeJobBlock(block *hcl.Block, in *instance) (*jobDecl, hcl.D
 				j.OnDemoted = actions
 			case hookLeaderChange:
 				j.OnLeaderChange = actions
+			case hookTaskFailed:
+				j.OnTaskFailed = actions
+			case hookTaskSucceeded:
+				j.OnTaskSucceeded = actions
 			}
+		}
+	}
+	for _, t := range []string{hookTaskFailed, hookTaskSucceeded} {
+		if hb := hooks[t]; hb != nil && j.Task == nil && taskBlock == nil {
+			diags = append(diags, errorf(hb.DefRange, "Task hook without a task",
+				"The %s block fires when a run of the job's task ends, and this job has no task block. Use on_elected or on_demoted for a job that supervises a run command.", t))
 		}
 	}
 	if j.Mode == ModeLock && j.Task == nil {
@@ -545,6 +560,16 @@ func (l *loader) decodeTaskBlock(block *hcl.Block) (*Task, hcl.Diagnostics) {
 	t.Timeout, _ = b.duration("timeout", 0)
 	t.StopSignal = b.signal("stop_signal")
 	t.StopTimeout, _ = b.duration("stop_timeout", DefaultStopTimeout)
+	var delayOK bool
+	if t.RandomDelay, delayOK = b.duration("random_delay", 0); delayOK && t.RandomDelay > 0 {
+		// Slots are told apart by their scheduled time: a delay as long as
+		// the interval would run a slot after the next one is due.
+		if every, ok := t.Schedule.(cron.ConstantDelaySchedule); ok && t.RandomDelay >= every.Delay {
+			diags = append(diags, errorf(b.rangeOf("random_delay", block.DefRange), "Invalid random_delay",
+				"The random_delay (%s) must be shorter than the schedule's interval (%s): a run starts up to random_delay after its slot, and must start before the next slot is due.", t.RandomDelay, every.Delay))
+			t.RandomDelay = 0
+		}
+	}
 	return t, diags
 }
 

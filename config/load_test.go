@@ -305,6 +305,12 @@ func TestLoadValid(t *testing.T) {
 				e := job(t, cfg, "every-minute")
 				eq(t, "every", e.Task.Schedule.Next(from), from.Add(time.Minute))
 				eq(t, "task defaults", []any{e.Task.Timeout, e.Task.StopSignal, e.Task.StopTimeout, e.StopTimeout()}, []any{time.Duration(0), syscall.SIGTERM, 5 * time.Second, 5 * time.Second})
+				eq(t, "random_delay", e.Task.RandomDelay, 20*time.Second)
+				eq(t, "task hooks", []any{len(e.OnTaskFailed), len(e.OnTaskSucceeded), e.OnTaskSucceeded[0].Kind}, []any{1, 1, ActionWebhook})
+				slot := time.Date(2026, 1, 2, 2, 30, 0, 0, time.UTC)
+				argv, err := e.OnTaskFailed[0].Exec.Argv.Eval(Event{Type: EventTaskFailed, Job: "every-minute",
+					Run: &TaskRunEvent{Slot: slot, ExitCode: 3, Result: "failed"}})
+				eq(t, "task hook argv", []any{argv, err}, []any{[]string{"page", "every-minute failed 3 2026-01-02T02:30:00Z"}, error(nil)})
 				h := job(t, cfg, "hooks-only")
 				eq(t, "no work", []any{h.Run == nil, h.Task == nil, h.StopTimeout()}, []any{true, true, time.Duration(0)})
 				eq(t, "hook argv", evalList(t, h.OnLeaderChange[0].Exec.Argv), []string{"logger", "new", "leader", "web-1"})

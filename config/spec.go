@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -119,6 +120,9 @@ type Job struct {
 	OnElected      []Action
 	OnDemoted      []Action
 	OnLeaderChange []Action
+	// On a task's result, on the node that ran it (jobs with a task).
+	OnTaskFailed    []Action // failed, timed_out, killed, skipped
+	OnTaskSucceeded []Action
 
 	// Placement: only nodes whose tags match every pair of Constraint may
 	// lead; nodes matching Prefer lead when one is alive, healthy and has
@@ -194,6 +198,10 @@ type Task struct {
 	Timeout      time.Duration // 0 = none; then StopSignal, SIGKILL after StopTimeout
 	StopSignal   syscall.Signal
 	StopTimeout  time.Duration
+	// RandomDelay spreads the runs of one schedule: a slot's run starts up
+	// to RandomDelay after the slot (the same delay on every node, so the
+	// slot keeps its name and is still run at most once). 0 = none.
+	RandomDelay time.Duration
 }
 
 // Action kinds.
@@ -232,6 +240,10 @@ const (
 	EventElected      = "elected"
 	EventDemoted      = "demoted"
 	EventLeaderChange = "leader_change"
+	// A task run ended (on the node that ran it): on_task_failed and
+	// on_task_succeeded.
+	EventTaskFailed    = "task_failed"
+	EventTaskSucceeded = "task_succeeded"
 )
 
 // Event is the object in scope as `event` when an action fires.
@@ -247,6 +259,45 @@ type Event struct {
 	// preempted, balanced, drained, ...) or began (elected); the agent
 	// package lists them.
 	Reason string
+	// Run is the task run a task_failed or task_succeeded event is about;
+	// nil for leadership events.
+	Run *TaskRunEvent
+}
+
+// TaskRunEvent is a task run's outcome, as on_task_failed and
+// on_task_succeeded see it.
+type TaskRunEvent struct {
+	Slot      time.Time
+	StartedAt time.Time // zero when the command did not start
+	EndedAt   time.Time
+	ExitCode  int // -1 when the command did not start
+	Result    string
+	Why       string
+	Trigger   uint64 // the trigger request it ran for; 0: on schedule
+	// Output is the last lines the run wrote (stdout and stderr
+	// interleaved), with the configuration's secrets masked.
+	Output string
+}
+
+// Fields are the run's fields as strings, as `event.NAME` and the default
+// webhook payload show them (times in RFC 3339, "" when unset).
+func (r *TaskRunEvent) Fields() map[string]string {
+	f := map[string]string{"slot": "", "started_at": "", "ended_at": "", "exit_code": "", "result": "", "why": "", "trigger": "", "output": ""}
+	if r == nil {
+		return f
+	}
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	f["slot"], f["started_at"], f["ended_at"] = ts(r.Slot), ts(r.StartedAt), ts(r.EndedAt)
+	f["exit_code"], f["result"], f["why"], f["output"] = strconv.Itoa(r.ExitCode), r.Result, r.Why, r.Output
+	if r.Trigger != 0 {
+		f["trigger"] = strconv.FormatUint(r.Trigger, 10)
+	}
+	return f
 }
 
 // TokenString is the fencing token as commands and webhooks see it.
@@ -263,6 +314,23 @@ func (e Event) Environ() []string {
 		"ELECTD_REASON=" + e.Reason,
 	}
 }
+
+// RunEnviron is the ELECTD_* environment of a task run's hook (nil for a
+// leadership event): ELECTD_SLOT, ELECTD_RESULT, ELECTD_EXIT_CODE, ...
+func (e Event) RunEnviron() []string {
+	if e.Run == nil {
+		return nil
+	}
+	var out []string
+	f := e.Run.Fields()
+	for _, k := range taskRunFields {
+		out = append(out, "ELECTD_"+strings.ToUpper(k)+"="+f[k])
+	}
+	return out
+}
+
+// taskRunFields are the names of a task run's fields in `event`, in order.
+var taskRunFields = []string{"slot", "started_at", "ended_at", "exit_code", "result", "why", "trigger", "output"}
 
 func (e Event) String() string {
 	return fmt.Sprintf("%s job=%s node=%s leader=%s token=%d", e.Type, e.Job, e.Node, e.Leader, e.Token)

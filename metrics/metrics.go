@@ -24,6 +24,10 @@ type Metrics struct {
 	LeaseErrors *prometheus.CounterVec // provider, op
 	ActionRuns  *prometheus.CounterVec // job, event, kind, result
 	GivenAway   *prometheus.CounterVec // job, reason
+	// A task's runs on this node: counted by the node that ran (or
+	// skipped) them, so sum them over the fleet.
+	TaskRuns     *prometheus.CounterVec   // job, result
+	TaskDuration *prometheus.HistogramVec // job
 }
 
 func New(version, commit string) *Metrics {
@@ -46,12 +50,21 @@ func New(version, commit string) *Metrics {
 			Name: "electd_job_given_away_total",
 			Help: "Times this node gave a job away because it could not do the work: its run command could not start (cannot_start) or failed max_failures times in a row (failing).",
 		}, []string{"job", "reason"}),
+		TaskRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "electd_task_runs_total",
+			Help: "Task runs this node ran or skipped, by result (succeeded, failed, timed_out, killed, skipped).",
+		}, []string{"job", "result"}),
+		TaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "electd_task_duration_seconds",
+			Help:    "How long the task runs this node ran took, from start to exit.",
+			Buckets: []float64{.1, .5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400},
+		}, []string{"job"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "electd_build_info", Help: "Build of this agent; always 1.",
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.jobs, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, build,
+	m.reg.MustRegister(m.jobs, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, m.TaskRuns, m.TaskDuration, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -158,6 +171,9 @@ type JobSample struct {
 	// TokenRegressions: tokens the store reported below the highest this
 	// node had seen (writes it lost in a failover).
 	TokenRegressions uint64
+	// A task job's fleet-wide record, as this node last saw it (zero
+	// times: not known, or not a task job).
+	LastSuccess, NextRun time.Time
 }
 
 // CollectJobs sets where electd_is_leader and electd_transitions_total come
@@ -181,6 +197,10 @@ var (
 		"Fencing tokens the store reported below the highest this node had seen for the job: writes the store lost (a failover to a replica behind). Acquires still ask above the highest seen.", []string{"job"}, nil)
 	eligibleDesc = prometheus.NewDesc("electd_job_eligible",
 		"1 when the job's constraint admits this node, else 0.", []string{"job"}, nil)
+	lastSuccessDesc = prometheus.NewDesc("electd_task_last_success_timestamp_seconds",
+		"When a run of the task last succeeded, on any node (Unix time), as the job's slot record says.", []string{"job"}, nil)
+	nextRunDesc = prometheus.NewDesc("electd_task_next_run_timestamp_seconds",
+		"When the task's next scheduled run starts (Unix time, random_delay included).", []string{"job"}, nil)
 )
 
 func gauge(b bool) float64 {
@@ -201,6 +221,8 @@ func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- healthyDesc
 	ch <- eligibleDesc
 	ch <- regressionsDesc
+	ch <- lastSuccessDesc
+	ch <- nextRunDesc
 }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -217,6 +239,12 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.HasHealth {
 			ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, gauge(s.Healthy), s.Job)
 		}
+		if !s.LastSuccess.IsZero() {
+			ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, unixSeconds(s.LastSuccess), s.Job)
+		}
+		if !s.NextRun.IsZero() {
+			ch <- prometheus.MustNewConstMetric(nextRunDesc, prometheus.GaugeValue, unixSeconds(s.NextRun), s.Job)
+		}
 		for _, t := range []struct {
 			typ string
 			n   uint64
@@ -227,3 +255,5 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -133,8 +133,11 @@ func TestInstrumentKeepsNotifier(t *testing.T) {
 func TestHandlerExposesEveryMetric(t *testing.T) {
 	m := New("1.2.3", "abc")
 	m.CollectJobs(func() []JobSample {
-		return []JobSample{{Job: "billing", Leader: true, Elected: 1, TokenRegressions: 2}}
+		return []JobSample{{Job: "billing", Leader: true, Elected: 1, TokenRegressions: 2},
+			{Job: "report", LastSuccess: time.Unix(1_764_230_461, 500e6), NextRun: time.Unix(1_764_316_800, 0)}}
 	})
+	m.TaskRuns.WithLabelValues("report", "failed").Inc()
+	m.TaskDuration.WithLabelValues("report").Observe(61.5)
 	m.LeaseOp.WithLabelValues("sql.main", "renew").Observe(0.01)
 	m.LeaseErrors.WithLabelValues("sql.main", "renew").Inc()
 	m.ActionRuns.WithLabelValues("billing", "elected", "exec", "ok").Inc()
@@ -155,6 +158,10 @@ func TestHandlerExposesEveryMetric(t *testing.T) {
 		`electd_action_runs_total{event="elected",job="billing",kind="exec",result="ok"} 1`,
 		`electd_build_info{commit="abc",goversion=`,
 		`process_resident_memory_bytes`,
+		`electd_task_runs_total{job="report",result="failed"} 1`,
+		`electd_task_duration_seconds_bucket{job="report",le="120"} 1`,
+		`electd_task_last_success_timestamp_seconds{job="report"} 1.7642304615e+09`,
+		`electd_task_next_run_timestamp_seconds{job="report"} 1.7643168e+09`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

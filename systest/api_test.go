@@ -293,11 +293,12 @@ func tableRow(t *testing.T, table, key string) map[string]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
 	header := lines[0]
-	// Header words are single words except "LEASE EXPIRES" and "LAST ERROR".
+	// Header words are single words except "LEASE EXPIRES", "LAST RUN" and
+	// "LAST ERROR".
 	// The state "not eligible" is two words in a column of its own.
 	var cols []string
 	var offs []int
-	for _, c := range []string{"JOB", "PROVIDER", "STATE", "LEADER", "HOLDER", "TOKEN", "SINCE", "LEASE EXPIRES", "EXPIRES", "HEALTH", "NOTE", "LAST ERROR"} {
+	for _, c := range []string{"JOB", "PROVIDER", "STATE", "LEADER", "HOLDER", "TOKEN", "SINCE", "LEASE EXPIRES", "EXPIRES", "HEALTH", "LAST RUN", "RESULT", "NEXT", "NOTE", "LAST ERROR"} {
 		i := strings.Index(header, c)
 		if i < 0 || (c == "EXPIRES" && strings.Contains(header, "LEASE EXPIRES")) {
 			continue

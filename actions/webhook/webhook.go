@@ -215,13 +215,16 @@ func (s *Sender) prepare(job string, w *config.Webhook, ev config.Event) (delive
 	}, nil
 }
 
-// DefaultPayload is the body sent when a webhook sets none.
+// DefaultPayload is the body sent when a webhook sets none. A task run's
+// event (task_failed, task_succeeded) carries the run's fields too: slot,
+// started_at, ended_at, exit_code, result, why, trigger and output (its
+// last lines, secrets masked).
 func DefaultPayload(ev config.Event) []byte {
 	t := ""
 	if !ev.Time.IsZero() {
 		t = ev.Time.UTC().Format(time.RFC3339)
 	}
-	b, _ := json.Marshal(map[string]string{
+	p := map[string]string{
 		"type":            ev.Type,
 		"job":             ev.Job,
 		"node":            ev.Node,
@@ -229,7 +232,13 @@ func DefaultPayload(ev config.Event) []byte {
 		"previous_leader": ev.PreviousLeader,
 		"token":           ev.TokenString(),
 		"time":            t,
-	})
+	}
+	if ev.Run != nil {
+		for k, v := range ev.Run.Fields() {
+			p[k] = v
+		}
+	}
+	b, _ := json.Marshal(p)
 	return b
 }
 

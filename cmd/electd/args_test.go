@@ -75,6 +75,8 @@ func TestArguments(t *testing.T) {
 		{"drain: extra argument", "drain extra", 2, "", `unexpected argument "extra"`, ""},
 		{"history: flags after the job", "history etl -addr URL", 0, "REASON", "", "GET /v1/jobs/etl/history"},
 		{"history: no job", "history -addr URL", 2, "", "missing JOB", ""},
+		{"trigger: flags after the job", "trigger report -addr URL -token T", 0, "report: run requested", "", "POST /v1/jobs/report/trigger Bearer T"},
+		{"trigger: no job", "trigger -addr URL", 2, "", "missing JOB", ""},
 
 		{"version: extra argument", "version extra", 2, "", `unexpected argument "extra"`, ""},
 		{"version: -- alone", "version --", 0, "electd ", "", ""},
@@ -164,6 +166,7 @@ func TestHelp(t *testing.T) {
 		"version":   {"Usage: electd version\n"},
 		"drain":     {"Usage: electd drain [flags]\n", "-addr URL", "-token TOKEN", "-cancel", "-wait D", "(default 2m0s)"},
 		"history":   {"Usage: electd history [flags] JOB\n", "-addr URL", "-json"},
+		"trigger":   {"Usage: electd trigger [flags] JOB\n", "-addr URL", "-token TOKEN", "-wait", "-timeout D", "at most once"},
 		"plan":      {"Usage: electd plan [flags] [PATH...]", "-config PATH", "-addr URL", "-token TOKEN", "-json", "Exit status: 0 when nothing would change, 2 when something would"},
 		"reload":    {"Usage: electd reload [flags]\n", "-addr URL", "-token TOKEN", "-json", "as SIGHUP does"},
 	}

@@ -74,7 +74,7 @@ func cmdDrain(args []string, stdout, stderr io.Writer) int {
 // the agent saw them, with the reason of each.
 func cmdHistory(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("history", "JOB", 1, 1,
-		"Show the last leadership changes of JOB that a running agent saw: when, what (elected, demoted, leader_change), the leader and the previous one, the fencing token, and why (elected, lost, released, unhealthy, preempted, balanced, drained, ...).")
+		"Show the last leadership changes of JOB that a running agent saw: when, what (elected, demoted, leader_change), the leader and the previous one, the fencing token, and why (elected, lost, released, unhealthy, preempted, balanced, drained, ...); and, for a task job, its last runs (task_run: when it ended, the node that ran it as LEADER, the result as REASON), on whichever node they ran.")
 	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
 	asJSON := fs.Bool("json", false, "print the history as JSON, as GET /v1/jobs/JOB/history returns it")
 	pos, exit, ok := fs.parse(args, stdout, stderr)

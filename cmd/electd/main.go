@@ -27,7 +27,8 @@ Commands:
   status     show the jobs of a running agent
   step-down  ask a running agent to hand a job over to another node
   drain      ask a running agent to hand over every job and compete for none
-  history    show the last leadership changes of a job, as an agent saw them
+  history    show the last leadership changes and task runs of a job, as an agent saw them
+  trigger    run a job's task now, once, on whichever node leads it
   leases     ask the stores directly who holds each job (no agent needed)
   lock       run one command under a lease, with no configuration file
   version    print the version
@@ -47,6 +48,7 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"step-down": cmdStepDown,
 	"drain":     cmdDrain,
 	"history":   cmdHistory,
+	"trigger":   cmdTrigger,
 	"leases":    cmdLeases,
 	"lock":      cmdLock,
 }

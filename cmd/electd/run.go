@@ -109,6 +109,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		Webhooks: hooks,
 		Metrics:  m,
 		Shim:     shim,
+		Redact:   secrets,
 		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
 			prov, err := p.Settings.Open(ctx, log.Named("provider").With("provider", p.Ref()))
 			if err != nil {

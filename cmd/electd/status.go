@@ -114,7 +114,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tLEADER\tTOKEN\tSINCE\tLEASE EXPIRES\tHEALTH\tNOTE")
+	fmt.Fprintln(tw, "JOB\tSTATE\tLEADER\tTOKEN\tSINCE\tLEASE EXPIRES\tHEALTH\tLAST RUN\tRESULT\tNEXT\tNOTE")
 	now := time.Now()
 	for _, j := range jobs {
 		state := j.State
@@ -134,8 +134,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		if j.Health != nil {
 			health = j.Health.Status
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.Job, state, dash(j.Leader), j.Token,
-			ago(now, j.Since), until(now, j.LeaseExpires), health, dash(note))
+		last, result, next := taskColumns(now, j.Task)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Job, state, dash(j.Leader), j.Token,
+			ago(now, j.Since), until(now, j.LeaseExpires), health, last, result, next, dash(note))
 	}
 	tw.Flush()
 	return 0
@@ -162,6 +163,31 @@ func cmdStepDown(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: stepping down; this node holds off for one ttl\n", job)
 	return 0
+}
+
+// taskColumns are LAST RUN, RESULT and NEXT: when the last run started and
+// on which node, its result (with the exit code of a failure), when the
+// next starts; "-" for a job without a task.
+func taskColumns(now time.Time, t *agent.TaskStatus) (last, result, next string) {
+	last, result, next = "-", "-", "-"
+	if t == nil {
+		return
+	}
+	if r := t.LastRun; r != nil {
+		at := r.Slot
+		if r.StartedAt != nil {
+			at = *r.StartedAt
+		}
+		last = ago(now, &at) + " on " + r.Node
+		result = r.Result
+		if r.ExitCode != nil && r.Result != agent.ResultSucceeded {
+			result = fmt.Sprintf("%s (%d)", r.Result, *r.ExitCode)
+		}
+	}
+	if t.NextRun != nil {
+		next = t.NextRun.UTC().Format(time.RFC3339)
+	}
+	return
 }
 
 func dash(s string) string {

@@ -13,8 +13,15 @@ job "nightly-report" {
 
 job "every-minute" {
   task {
-    schedule = "@every 1m"
-    command  = ["/bin/true"]
+    schedule     = "@every 1m"
+    command      = ["/bin/true"]
+    random_delay = "20s"
+  }
+  on_task_failed {
+    exec { command = ["page", "${event.job} ${event.result} ${event.exit_code} ${event.slot}"] }
+  }
+  on_task_succeeded {
+    webhook { url = "https://hooks.example/ok" }
   }
 }
 

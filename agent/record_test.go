@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electd/electd/providers"
+)
+
+func TestSlotRecord(t *testing.T) {
+	ms := func(n int64) *time.Time { v := time.UnixMilli(n).UTC(); return &v }
+	code := 3
+	full := slotRecord{
+		slot: time.Unix(1_764_230_400, 0).UTC(), trigger: 7, lastSuccess: time.UnixMilli(1_764_144_061_250).UTC(),
+		run: &TaskRun{Slot: time.Unix(1_764_230_400, 0).UTC(), StartedAt: ms(1_764_230_400_123), EndedAt: ms(1_764_230_461_456),
+			ExitCode: &code, Result: ResultFailed, Node: "node-1", Token: 42},
+	}
+	for _, tc := range []struct {
+		name  string
+		value string
+		want  slotRecord
+	}{
+		{"empty", "", slotRecord{}},
+		// An agent before the record wrote the slot alone: an upgraded
+		// agent reads it as the last slot run, with no run known.
+		{"the format before the record", "1764230400", slotRecord{slot: time.Unix(1_764_230_400, 0).UTC()}},
+		{"garbage", "not a record", slotRecord{}},
+		{"broken json", `{"s":`, slotRecord{}},
+		{"full", full.String(), full},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parseRecord(tc.value); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parseRecord(%q) = %+v, want %+v", tc.value, got, tc.want)
+			}
+		})
+	}
+	t.Logf("a full record: %d bytes: %s", len(full.String()), full.String())
+
+	// A long node name and a long why are cut to fit the store's bound;
+	// the numbers at most once rests on survive.
+	long := full
+	r := *full.run
+	r.Node, r.Why = strings.Repeat("n", 200), strings.Repeat("why ", 100)
+	long.run = &r
+	v := long.String()
+	if len(v) > providers.MaxValueLen {
+		t.Fatalf("record of %d bytes, more than %d", len(v), providers.MaxValueLen)
+	}
+	got := parseRecord(v)
+	if !got.slot.Equal(full.slot) || got.trigger != 7 || got.run == nil || got.run.Result != ResultFailed || got.run.Token != 42 {
+		t.Errorf("a cut record lost its numbers: %+v", got)
+	}
+}
