@@ -212,25 +212,27 @@ func TestBashCompletion(t *testing.T) {
 
 // zshDriver types each case and Tab into an interactive zsh (zsh/zpty), with
 // the completion directory $1 in fpath, and prints what the terminal shows
-// after "=== case". No case is ever run: no newline is typed.
+// after "=== case". Ctrl-U then clears the line, so no case is ever run, and
+// a command prints a marker: zle reads keys in order, so everything the
+// completion drew comes before the marker's output, whatever the machine's
+// load (the driver slept a second per case before, and lost the slowest
+// completion, of a command on PATH, under load).
 const zshDriver = `
 zmodload zsh/zpty
 zpty z zsh -f -i
 zpty -n -w z "PROMPT='> '; fpath=(${(q)1} \$fpath); autoload -Uz compinit; compinit -u -D; LISTMAX=1000; zstyle ':completion:*' format '<%d>'"$'\n'
 shift
-local out all
-sleep 1
-while zpty -r -t z out; do :; done
+local out all n=0
+zpty -n -w z "print -r -- READY\$((1+1))"$'\n'
+zpty -r z out '*READY2*> *'
 for c in "$@"; do
+	n=$((n+1))
 	zpty -n -w z "$c"$'\t'
-	sleep 1
+	zpty -n -w z $'\C-u'"print -r -- DONE\$(($n+1000))"$'\n'
 	all=
-	while zpty -r -t z out; do all+=$out; done
+	zpty -r z all "*DONE$((n+1000))*> *"
 	print -r -- "=== $c"
 	print -r -- "$all"
-	zpty -n -w z $'\C-u'
-	sleep 0.2
-	while zpty -r -t z out; do :; done
 done
 zpty -d z
 `
