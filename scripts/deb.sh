@@ -125,15 +125,14 @@ Comment: /usr/bin/electd is a Go program, linked statically: the Go standard
  it, each under its own license.
 
 EOF
-	if [ -f LICENSE ]; then
-		printf 'Files: *\nCopyright: the electd authors\nLicense: electd\n'
-		sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /' LICENSE
-	else
-		printf 'Files: *\nCopyright: the electd authors\nLicense: electd\n'
-		printf ' The electd sources carry no license statement (no LICENSE file at the\n'
-		printf ' root of the repository): ask its authors before redistributing it.\n'
-		echo "deb: warning: no LICENSE file; the copyright file says so" >&2
-	fi
+	# electd is under the Apache License 2.0 (LICENSE); Debian points to its
+	# own copy of the text rather than repeating it.
+	grep -q 'Apache License' LICENSE && grep -q 'Version 2.0, January 2004' LICENSE ||
+		die "LICENSE is not the Apache License 2.0 text"
+	printf 'Files: *\nCopyright: the electd authors\nLicense: Apache-2.0\n'
+	printf ' Licensed under the Apache License, Version 2.0 (see LICENSE in the\n'
+	printf ' sources).\n .\n On Debian systems the Apache License 2.0 is in\n'
+	printf ' /usr/share/common-licenses/Apache-2.0.\n'
 	printf '\nFiles: go/*\nCopyright: The Go Authors\nLicense: Go\n'
 	sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /' "$(go env GOROOT)/LICENSE"
 	modcache=$(go env GOMODCACHE)
