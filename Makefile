@@ -1,6 +1,6 @@
 # electd — the two commands a newcomer needs are `make run` and `make test`.
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION  ?= $(shell scripts/version.sh 2>/dev/null || echo 0.0.0-dev+unknown)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/electd

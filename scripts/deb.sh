@@ -33,24 +33,18 @@ die() {
 }
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (Debian package dpkg)"
 
-version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${VERSION:-$(scripts/version.sh)}
 commit=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 maintainer=${DEB_MAINTAINER:-$(git log -1 --format='%an <%ae>' 2>/dev/null || true)}
 [ -n "$maintainer" ] || die "no maintainer: set DEB_MAINTAINER='Name <address>'"
 
-# A Debian version starts with a digit: the tag v1.2.3 gives 1.2.3-1, and
-# 4 commits past it 1.2.3+4.gabc1234-1; an untagged tree (git describe gives
-# the commit, abc1234 or 1234abc) gives 0~gitYYYYMMDD.abc1234-1, which sorts
-# before any release.
+# The Debian version of scripts/version.sh's: 0.9.0 gives 0.9.0-1, 4 commits
+# past it 0.9.0+4.gabc1234def0-1, and a prerelease sorts before its release
+# with ~: 0.0.0-dev+abc1234def0 gives 0.0.0~dev+abc1234def0-1.
 debian_version() {
 	local v=${1#v}
-	if [[ $v =~ ^[0-9]+\.[0-9] ]]; then
-		v=${v/-/+}
-	else
-		v=0~git$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y%m%d).$v
-	fi
-	printf '%s-1' "${v//-/.}"
+	printf '%s-1' "${v/-/\~}"
 }
 deb_version=${DEB_VERSION:-$(debian_version "$version")}
 dpkg --validate-version "$deb_version" 2>/dev/null || die "$deb_version is not a Debian version (DEB_VERSION)"

@@ -30,7 +30,7 @@ Commands:
   history    show the last leadership changes of a job, as an agent saw them
   leases     ask the stores directly who holds each job (no agent needed)
   lock       run one command under a lease, with no configuration file
-  version    print the version
+  version    print the release number
 
 Run 'electd <command> -h' for the flags of a command.
 `
