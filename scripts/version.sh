@@ -1,5 +1,5 @@
 #!/bin/sh
-# Prints the version a build of electd stamps (make, scripts/deb.sh), from
+# Prints the version a build of electd stamps (make, scripts/package.sh), from
 # the release tags vMAJOR.MINOR.PATCH (optionally -PRERELEASE), as a
 # semantic version without the v:
 #
