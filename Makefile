@@ -121,6 +121,13 @@ deb:
 rpm:
 	scripts/package.sh -o $(DEBDIR) rpm
 
+# The container image electd:<version> (dist/container/Dockerfile, built by
+# scripts/image.sh with docker, podman or buildah): static binaries on an
+# empty base, user 65532, /etc/electd a volume, the API on 8790.
+.PHONY: image
+image:
+	scripts/image.sh
+
 clean:
 	rm -rf bin/ *.db *.db-wal *.db-shm
 
