@@ -1,6 +1,6 @@
 # electd — the two commands a newcomer needs are `make run` and `make test`.
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION  ?= $(shell scripts/version.sh 2>/dev/null || echo 0.0.0-dev+unknown)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/electd
@@ -9,7 +9,7 @@ SHIM      = $(dir $(BIN))electd-shim
 CONFIG   ?= examples/quickstart.hcl
 TESTFLAGS ?= -count=1 -timeout 20m
 
-.PHONY: all build run check test vet services install uninstall deb clean
+.PHONY: all build run check test vet services install uninstall deb rpm clean
 
 all: build
 
@@ -82,10 +82,12 @@ install: build
 	$(BIN) completion bash > $(DESTDIR)$(BASHCOMPDIR)/electd
 	$(BIN) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_electd
 	chmod 0644 $(DESTDIR)$(MANDIR)/man1/electd.1.gz $(DESTDIR)$(BASHCOMPDIR)/electd $(DESTDIR)$(ZSHCOMPDIR)/_electd
-	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md CHANGELOG.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	install -m 0644 docs/providers/*.md $(DESTDIR)$(DOCDIR)/docs/providers/
 	install -m 0644 examples/*.hcl $(DESTDIR)$(DOCDIR)/examples/
+	install -D -m 0644 dist/prometheus/electd-alerts.yml $(DESTDIR)$(DOCDIR)/prometheus/electd-alerts.yml
+	install -D -m 0644 dist/grafana/electd.json $(DESTDIR)$(DOCDIR)/grafana/electd.json
 	@if [ ! -e $(DESTDIR)/etc/default/electd ]; then \
 		install -D -m 0600 dist/default/electd $(DESTDIR)/etc/default/electd && \
 		echo "installed $(DESTDIR)/etc/default/electd (the service's environment, mode 0600)"; \
@@ -107,12 +109,24 @@ uninstall:
 		$(DESTDIR)$(BASHCOMPDIR)/electd $(DESTDIR)$(ZSHCOMPDIR)/_electd
 	rm -rf $(DESTDIR)$(DOCDIR)
 
-# The Debian package $(DEBDIR)/electd_<version>_<arch>.deb (scripts/deb.sh):
-# needs Go, a C compiler and dpkg-deb only. DEB_VERSION overrides the version
-# made from git describe. `scripts/services.sh lintian` installs lintian.
+# The packages $(DEBDIR)/electd_<version>-1_<arch>.deb and
+# $(DEBDIR)/electd-<version>-1.<arch>.rpm, from the one description
+# dist/nfpm.yaml (scripts/package.sh, with goreleaser's nfpm built from
+# tools/nfpm): needs Go and a C compiler only. VERSION overrides
+# scripts/version.sh's. `scripts/services.sh lintian rpm` installs what
+# the package tests use.
 DEBDIR ?= bin
 deb:
-	scripts/deb.sh -o $(DEBDIR)
+	scripts/package.sh -o $(DEBDIR) deb
+rpm:
+	scripts/package.sh -o $(DEBDIR) rpm
+
+# The container image electd:<version> (dist/container/Dockerfile, built by
+# scripts/image.sh with docker, podman or buildah): static binaries on an
+# empty base, user 65532, /etc/electd a volume, the API on 8790.
+.PHONY: image
+image:
+	scripts/image.sh
 
 clean:
 	rm -rf bin/ *.db *.db-wal *.db-shm

@@ -81,7 +81,7 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	if r.stdout != nil && r.stderr != nil {
 		stdout, stderr = r.stdout, r.stderr
 	}
-	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim, Spares: r.spares})
+	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim, Spares: r.spares, Name: r.job})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/jobs", s.jobs)
 	mux.HandleFunc("GET /v1/jobs/{job}", s.job)
 	mux.HandleFunc("GET /v1/jobs/{job}/history", s.history)
+	mux.HandleFunc("GET /v1/jobs/{job}/leader", s.role(true))
+	mux.HandleFunc("GET /v1/jobs/{job}/follower", s.role(false))
 	mux.HandleFunc("POST /v1/jobs/{job}/step-down", s.authorized(s.stepDown))
 	mux.HandleFunc("POST /v1/jobs/{job}/trigger", s.authorized(s.trigger))
 	mux.HandleFunc("GET /v1/agent", s.agent)
@@ -88,6 +90,12 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	registerUI(mux, s) // the status page, /ui (ui.go)
+	// A browser pointed at the agent's address lands on the status page.
+	// Relative, so that it still works behind a proxy's path prefix.
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "ui")
+		w.WriteHeader(http.StatusFound)
+	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
@@ -157,6 +165,33 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, http.StatusOK, h)
+}
+
+// role answers a load balancer's health check, as Patroni's /leader and
+// /replica do: 200 on the agent that leads the job (leader) or on one that
+// runs the job without leading it (follower, candidate), 503 otherwise
+// (stopping counts as neither: the work is being stopped). Like every GET it
+// needs no token, and the body says only the job and this agent's state.
+func (s *server) role(leader bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("job")
+		for _, j := range s.o.Agent.Jobs() {
+			if j.Job != name {
+				continue
+			}
+			ok := j.State == agent.StateLeader
+			if !leader {
+				ok = j.State == agent.StateFollower || j.State == agent.StateCandidate
+			}
+			code := http.StatusOK
+			if !ok {
+				code = http.StatusServiceUnavailable
+			}
+			s.writeJSON(w, code, map[string]string{"job": j.Job, "state": j.State})
+			return
+		}
+		s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
+	}
 }
 
 func (s *server) agent(w http.ResponseWriter, r *http.Request) {

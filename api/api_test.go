@@ -283,3 +283,64 @@ func TestTrigger(t *testing.T) {
 		t.Errorf("trigger without the capability: %d, want 501", code)
 	}
 }
+
+// A load balancer's health checks: /leader answers 200 only on the agent
+// leading the job, /follower only on one that runs it without leading; no
+// token is asked for, even from beyond loopback with a token configured,
+// and the body carries nothing but the job and the state.
+func TestLeaderFollowerChecks(t *testing.T) {
+	a := newAgent()
+	a.jobs = append(a.jobs,
+		agent.JobStatus{Job: "audit", Provider: "sql.main", State: agent.StateCandidate, LastError: "dial tcp: connection refused"},
+		agent.JobStatus{Job: "sync", Provider: "sql.main", State: agent.StateStopping, Leader: "web-1", Token: 9})
+	h := Handler(Options{Agent: a, Token: "s3cret", Now: func() time.Time { return now }})
+	for _, tc := range []struct {
+		job              string
+		leader, follower int
+	}{
+		{"billing", 200, 503}, // leads
+		{"report", 503, 200},  // web-2 leads
+		{"audit", 503, 200},   // no known leader: trying
+		{"sync", 503, 503},    // stepping down: the work is being stopped
+		{"nope", 404, 404},
+	} {
+		for _, c := range []struct {
+			role string
+			want int
+		}{{"leader", tc.leader}, {"follower", tc.follower}} {
+			for _, method := range []string{"GET", "HEAD"} {
+				code, body := do(t, h, method, "/v1/jobs/"+tc.job+"/"+c.role, "192.0.2.7:4000", "")
+				if code != c.want {
+					t.Errorf("%s /v1/jobs/%s/%s from beyond loopback, no token: %d %s, want %d", method, tc.job, c.role, code, body, c.want)
+				}
+				if method == "HEAD" || code == 404 {
+					continue
+				}
+				var got map[string]string
+				if err := json.Unmarshal([]byte(body), &got); err != nil || len(got) != 2 || got["job"] != tc.job || got["state"] == "" {
+					t.Errorf("GET /v1/jobs/%s/%s: body %s, want only job and state", tc.job, c.role, body)
+				}
+			}
+		}
+	}
+	if code, body := do(t, h, "POST", "/v1/jobs/billing/leader", "", ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /v1/jobs/billing/leader: %d %s, want 405", code, body)
+	}
+}
+
+// GET / sends a browser to the status page; other unknown paths stay 404.
+func TestRootRedirectsToUI(t *testing.T) {
+	h := Handler(Options{Agent: newAgent(), Now: func() time.Time { return now }})
+	req := httptest.NewRequest("GET", "/", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "ui" {
+		t.Errorf("GET /: %d Location %q, want 302 to ui", rec.Code, rec.Header().Get("Location"))
+	}
+	if loc, err := req.URL.Parse(rec.Header().Get("Location")); err != nil || loc.Path != "/ui" {
+		t.Errorf("GET /: Location resolves to %v (%v), want /ui", loc, err)
+	}
+	if code, _ := do(t, h, "GET", "/nope", "", ""); code != 404 {
+		t.Errorf("GET /nope: %d, want 404", code)
+	}
+}

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -80,6 +82,14 @@ func (l *loader) providerTypeNames() []string {
 	return names
 }
 
+// sqlDrivers are names a newcomer may give as a provider type that are
+// drivers of the type "sql", by the driver they mean.
+var sqlDrivers = map[string]string{
+	"postgres": "postgres", "postgresql": "postgres", "pg": "postgres",
+	"mysql": "mysql", "mariadb": "mysql",
+	"sqlite": "sqlite", "sqlite3": "sqlite",
+}
+
 // decodeProviderBlock routes the block's body to its provider type, which
 // owns its schema and rules; this function only supplies the evaluation
 // context and the ranges.
@@ -88,8 +98,13 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 	typ, name := block.Labels[0], block.Labels[1]
 	t, ok := l.opts.Types[typ]
 	if !ok {
-		return nil, hcl.Diagnostics{errorf(block.LabelRanges[0], "Unknown provider type",
-			"electd has no provider type %q. The provider types are %s.", typ, quoteList(l.providerTypeNames()))}
+		detail := fmt.Sprintf("electd has no provider type %q. The provider types are %s.", typ, quoteList(l.providerTypeNames()))
+		if driver, ok := sqlDrivers[strings.ToLower(typ)]; ok {
+			if _, sql := l.opts.Types["sql"]; sql {
+				detail = fmt.Sprintf("electd has no provider type %q: %s is a driver of the provider type \"sql\". Did you mean provider \"sql\" %q with driver = %q? The provider types are %s.", typ, driver, name, driver, quoteList(l.providerTypeNames()))
+			}
+		}
+		return nil, hcl.Diagnostics{errorf(block.LabelRanges[0], "Unknown provider type", "%s", detail)}
 	}
 	if !identRe.MatchString(name) {
 		diags = append(diags, errorf(block.LabelRanges[1], "Invalid provider name",

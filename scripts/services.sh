@@ -12,6 +12,9 @@
 #   lintian                 Debian's lintian and zsh, for the package test (systest/deb_test.go)
 #   chromium                Debian's chromium, for the status page's browser test (systest/ui_test.go)
 #   netns                   iproute2 and iptables, for the cluster fault suite's hosts and partitions (clusterfaults/)
+#   rpm                     Debian's rpm, rpm2cpio and cpio, for the RPM's test (systest/rpm_test.go)
+#   promtool                Debian's prometheus (promtool), for the alert rules' tests (dist/prometheus)
+#   buildah                 Debian's buildah, to build and run the container image (systest/image_test.go)
 #
 # The servers that tests need several of, or on ports of their own (extra
 # redis-servers, etcd, Azurite, the Datastore emulator, FerretDB, ZooKeeper),
@@ -181,6 +184,34 @@ netns() {
 	apt_install iproute2 iptables
 }
 
-want=${*:-postgres mariadb redis nats etcd azurite datastore ferretdb zookeeper lintian chromium netns}
+rpm() {
+	# `make rpm` needs only Go; its test reads and installs the package
+	# with rpm. type -P: `command -v rpm` would find this very function.
+	if type -P rpm >/dev/null && type -P rpm2cpio >/dev/null && type -P cpio >/dev/null; then return 0; fi
+	log "installing rpm, rpm2cpio and cpio (Debian)"
+	apt_install rpm rpm2cpio cpio
+}
+
+promtool() {
+	# Only promtool is used (check rules, test rules); the package's
+	# service is not started where there is no systemd, and stopped here
+	# where it was.
+	if type -P promtool >/dev/null; then return 0; fi
+	log "installing prometheus for promtool (Debian)"
+	apt_install prometheus
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
+}
+
+buildah() {
+	# The image test builds FROM scratch (no registry is reached) with vfs
+	# storage and chroot isolation, which need no daemon.
+	if type -P buildah >/dev/null; then return 0; fi
+	log "installing buildah (Debian)"
+	apt_install buildah
+}
+
+want=${*:-postgres mariadb redis nats etcd azurite datastore ferretdb zookeeper lintian chromium netns rpm promtool buildah}
 for s in $want; do "$s"; done
 log "ready: $want"

@@ -152,6 +152,9 @@ func TestDebianPackage(t *testing.T) {
 
 	// The copyright file names the license of every Go module compiled in.
 	copyright, _ := os.ReadFile(filepath.Join(root, "usr/share/doc/electd/copyright"))
+	if !strings.Contains(string(copyright), "Files: *\nCopyright: the electd authors\nLicense: Apache-2.0\n") {
+		t.Errorf("the copyright file does not give electd's own license as Apache-2.0:\n%.600s", copyright)
+	}
 	mods, err := exec.Command("go", "version", "-m", filepath.Join(root, "usr/bin/electd")).Output()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -308,8 +309,8 @@ func TestLockExitStatus(t *testing.T) {
 		{"killed by a signal", []string{"sh", "-c", "kill -KILL $$"}, 128 + 9, "", ""},
 		{"environment", []string{"sh", "-c", `echo "$ELECTD_EVENT $ELECTD_JOB $ELECTD_TOKEN"; echo to-stderr >&2`}, 0, "elected env-job ", "to-stderr\n"},
 		{"argv, no shell", []string{"echo", "$HOME", "a;b"}, 0, "$HOME a;b\n", ""},
-		{"not found", []string{"/nonexistent/electd-test-command"}, 127, "", "cannot start"},
-		{"not executable", []string{notExec}, 126, "", "cannot start"},
+		{"not found", []string{"/nonexistent/electd-test-command"}, 127, "", `cannot start the command "/nonexistent/electd-test-command": no such file or directory`},
+		{"not executable", []string{notExec}, 126, "", "permission denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := runLock(t, 20*time.Second, append([]string{"-provider", u, "env-job", "--"}, tc.command...)...)
@@ -327,6 +328,9 @@ func TestLockExitStatus(t *testing.T) {
 			}
 			if !ran && !strings.Contains(p.stderr.String(), tc.stderr) {
 				t.Errorf("stderr %q does not contain %q", p.stderr.String(), tc.stderr)
+			}
+			if !ran && regexp.MustCompile(`\b(proc|agent|exec|fork/exec):`).MatchString(p.stderr.String()) {
+				t.Errorf("stderr %q names electd's or Go's internals", p.stderr.String())
 			}
 		})
 	}

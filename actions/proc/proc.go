@@ -26,6 +26,8 @@ type Spec struct {
 	// the command directly: it then gets SIGKILL when the agent dies, but
 	// its own children do not, and those that leave its group outlive it.
 	Shim string
+	// Name is what ps shows the shim as, after "electd-shim": the job's name.
+	Name string
 	// Spares, when it keeps spares of Shim, gives the command a shim
 	// started ahead of it (spare.go).
 	Spares *Spares
@@ -96,6 +98,7 @@ func Start(spec Spec) (*Process, error) {
 		// The shim finds the command by PATH itself, as exec.Command would,
 		// and starts it in spec.Dir.
 		cmd = exec.Command(spec.Shim, spec.Argv...)
+		cmd.Args[0] = shimTitle(spec.Name)
 		cmd.Env = append(env, envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()), envShimDir+"="+spec.Dir)
 		cmd.ExtraFiles = []*os.File{reportW} // fd 3 in the shim
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}

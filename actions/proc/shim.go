@@ -92,11 +92,17 @@ func shim(argv []string) int {
 		if p, err := os.FindProcess(os.Getpid()); err == nil {
 			p.Release()
 		}
+		var name string
 		var env []string
 		var ok bool
-		if dir, argv, env, ok = waitSpec(sigs); !ok {
+		placeholder := ""
+		if len(argv) == 1 {
+			placeholder = argv[0]
+		}
+		if name, dir, argv, env, ok = waitSpec(sigs); !ok {
 			return 0 // discarded, or signalled before it had a command
 		}
+		setTitle(placeholder, name)
 		// The command's environment becomes the shim's, as it is for a
 		// shim started with its command: PATH finds the program.
 		os.Clearenv()
@@ -105,6 +111,9 @@ func shim(argv []string) int {
 				os.Setenv(k, v)
 			}
 		}
+	}
+	if !spare {
+		setTitle("", "") // comm: its argv[0] already names the job
 	}
 	cmd, err := startCommand(argv, dir)
 	if err != nil {

@@ -130,7 +130,8 @@ func startSpare(path string) (*spare, error) {
 		return nil, err
 	}
 	sp := &spare{ctl: ctl, report: report, stdout: &switchWriter{}, stderr: &switchWriter{}}
-	sp.cmd = exec.Command(path)
+	sp.cmd = exec.Command(path, spareArg)
+	sp.cmd.Args[0] = shimTitle("")
 	sp.cmd.Env = append(os.Environ(), envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()), envShimSpare+"=1")
 	sp.cmd.ExtraFiles = []*os.File{reportW, specR}
 	sp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -164,7 +165,7 @@ var errSpareGone = errors.New("the spare shim exited before it got its command")
 func (sp *spare) run(spec Spec, env []string) (*Process, error) {
 	sp.stdout.set(spec.Stdout)
 	sp.stderr.set(spec.Stderr)
-	_, werr := sp.ctl.Write(encodeSpec(spec.Dir, spec.Argv, env))
+	_, werr := sp.ctl.Write(encodeSpec(spec.Name, spec.Dir, spec.Argv, env))
 	sp.ctl.Close()
 	defer sp.report.Close()
 	p := &Process{cmd: sp.cmd, pgid: sp.cmd.Process.Pid, shim: true, done: make(chan struct{})}
@@ -184,12 +185,12 @@ func (sp *spare) run(spec Spec, env []string) (*Process, error) {
 	return p, nil
 }
 
-// encodeSpec is what a spare reads on its spec pipe: the directory, the
-// number of arguments, the arguments and the environment, each ended by a
-// NUL (none of them can hold one).
-func encodeSpec(dir string, argv, env []string) []byte {
+// encodeSpec is what a spare reads on its spec pipe: the name it shows in
+// ps, the directory, the number of arguments, the arguments and the
+// environment, each ended by a NUL (none of them can hold one).
+func encodeSpec(name, dir string, argv, env []string) []byte {
 	var b bytes.Buffer
-	for _, s := range append(append([]string{dir, strconv.Itoa(len(argv))}, argv...), env...) {
+	for _, s := range append(append([]string{name, dir, strconv.Itoa(len(argv))}, argv...), env...) {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
@@ -198,14 +199,15 @@ func encodeSpec(dir string, argv, env []string) []byte {
 
 var errBadSpec = errors.New("bad command spec")
 
-func decodeSpec(b []byte) (dir string, argv, env []string, err error) {
+func decodeSpec(b []byte) (name, dir string, argv, env []string, err error) {
 	fs := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
-	if len(fs) < 2 {
-		return "", nil, nil, errBadSpec
+	if len(fs) < 3 {
+		return "", "", nil, nil, errBadSpec
 	}
+	name, fs = string(fs[0]), fs[1:]
 	n, err := strconv.Atoi(string(fs[1]))
 	if err != nil || n < 1 || n > len(fs)-2 {
-		return "", nil, nil, errBadSpec
+		return "", "", nil, nil, errBadSpec
 	}
 	str := func(bs [][]byte) []string {
 		out := make([]string, len(bs))
@@ -214,13 +216,13 @@ func decodeSpec(b []byte) (dir string, argv, env []string, err error) {
 		}
 		return out
 	}
-	return string(fs[0]), str(fs[2 : 2+n]), str(fs[2+n:]), nil
+	return name, string(fs[0]), str(fs[2 : 2+n]), str(fs[2+n:]), nil
 }
 
 // waitSpec is a spare shim waiting for its command on descriptor specFd.
 // It reports false when the pipe closed without one (the spare was
 // discarded) or a signal came first.
-func waitSpec(sigs <-chan os.Signal) (dir string, argv, env []string, ok bool) {
+func waitSpec(sigs <-chan os.Signal) (name, dir string, argv, env []string, ok bool) {
 	syscall.CloseOnExec(specFd)
 	got := make(chan []byte, 1)
 	go func() {
@@ -230,16 +232,16 @@ func waitSpec(sigs <-chan os.Signal) (dir string, argv, env []string, ok bool) {
 	select {
 	case b := <-got:
 		if len(b) == 0 {
-			return "", nil, nil, false
+			return "", "", nil, nil, false
 		}
-		dir, argv, env, err := decodeSpec(b)
+		name, dir, argv, env, err := decodeSpec(b)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "electd-shim:", err)
-			return "", nil, nil, false
+			return "", "", nil, nil, false
 		}
-		return dir, argv, env, true
+		return name, dir, argv, env, true
 	case <-sigs:
-		return "", nil, nil, false
+		return "", "", nil, nil, false
 	}
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -32,14 +34,22 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		return exit
 	}
 	paths = append(paths, pos...)
-	if len(paths) == 0 {
-		paths = stringList{"/etc/electd"}
+	defaulted := len(paths) == 0
+	if defaulted {
+		paths = stringList{defaultConfigDir}
+		if _, err := os.Stat(defaultConfigDir); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "electd leases: there is no configuration at %s, where the package puts it: give the files the agents run with, electd leases -config PATH\n", defaultConfigDir)
+			return 1
+		}
 	}
 	opts := loadOptions()
 	opts.AllowUnsafeFiles, opts.Vars = *unsafeConfig, *vars
 	cfg, diags := config.Load(paths, opts)
 	if diags.HasErrors() {
 		diags.WriteText(stderr)
+		if hint := serviceEnvHint(diags, defaultEnvFile); hint != "" {
+			fmt.Fprintln(stderr, hint)
+		}
 		return 1
 	}
 	// A store's error may quote its credentials; the table and JSON show
@@ -116,4 +126,26 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// Where the package and `make install` put the configuration, and the
+// service's environment (the unit's EnvironmentFile).
+const (
+	defaultConfigDir = "/etc/electd"
+	defaultEnvFile   = "/etc/default/electd"
+)
+
+// serviceEnvHint tells the operator how to run a command with the
+// service's environment when the configuration reads a variable that is
+// set only there (a DSN in /etc/default/electd); "" when that is not the
+// problem or there is no such file.
+func serviceEnvHint(diags *config.Diagnostics, envFile string) string {
+	unset := false
+	for _, d := range diags.All() {
+		unset = unset || d.Summary == "Environment variable not set"
+	}
+	if _, err := os.Stat(envFile); !unset || err != nil {
+		return ""
+	}
+	return fmt.Sprintf("The service reads its environment from %s; to run this command with it (as root):\n  sudo sh -c 'set -a; . %s; exec electd leases'", envFile, envFile)
 }

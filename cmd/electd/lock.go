@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
+	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/agent"
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/redact"
@@ -217,11 +219,30 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(reason, exec.ErrNotFound) || errors.Is(reason, fs.ErrNotExist) {
 			code = exitLockNotFound
 		}
-		return fail(code, "%v", reason)
+		return fail(code, "%s", startFailure(reason, command[0]))
 	case reason == nil:
 		return fail(exitLockStore, "the lease %s ended for no known reason", name)
 	}
 	return fail(exitLockStore, "%v", reason)
+}
+
+// startFailure says why the command could not start in the user's terms:
+// the program and the system's answer, without the layers of electd that
+// passed the error on (agent, proc, the shim's report, os/exec), which
+// name the program again and again.
+func startFailure(reason error, program string) string {
+	msg := reason.Error()
+	for _, layer := range []string{
+		agent.ErrCannotStart.Error() + ": ",
+		proc.ErrCannotStart.Error() + " " + strconv.Quote(program) + ": ",
+		"exec: " + strconv.Quote(program) + ": ",
+		"fork/exec " + program + ": ",
+	} {
+		if i := strings.Index(msg, layer); i >= 0 {
+			msg = msg[:i] + msg[i+len(layer):]
+		}
+	}
+	return fmt.Sprintf("cannot start the command %q: %s", program, msg)
 }
 
 // lockJob is the one job of `electd lock`, or what is wrong with the

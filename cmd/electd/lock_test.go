@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,23 @@ func TestLockTimings(t *testing.T) {
 		}
 		if job.Run.StopTimeout > config.DefaultStopTimeout || job.Run.StopTimeout > ttl/3 {
 			t.Errorf("ttl %s: default stop timeout %s", ttl, job.Run.StopTimeout)
+		}
+	}
+}
+
+// electd lock's word on a command that cannot start names the program and
+// the system's answer, not the packages that passed the error on.
+func TestStartFailure(t *testing.T) {
+	for _, tc := range []struct{ program, err, want string }{
+		{"nosuch", `the command cannot start on this node: proc: cannot start "nosuch": exec: "nosuch": executable file not found in $PATH`,
+			`cannot start the command "nosuch": executable file not found in $PATH`},
+		{"/etc/passwd", `the command cannot start on this node: proc: cannot start "/etc/passwd": fork/exec /etc/passwd: permission denied`,
+			`cannot start the command "/etc/passwd": permission denied`},
+		{"true", `the command cannot start on this node: proc: cannot start "true": chdir /nope: no such file or directory`,
+			`cannot start the command "true": chdir /nope: no such file or directory`},
+	} {
+		if got := startFailure(errors.New(tc.err), tc.program); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.err, got, tc.want)
 		}
 	}
 }

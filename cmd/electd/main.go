@@ -31,7 +31,7 @@ Commands:
   trigger    run a job's task now, once, on whichever node leads it
   leases     ask the stores directly who holds each job (no agent needed)
   lock       run one command under a lease, with no configuration file
-  version    print the version
+  version    print the release number
 
 Run 'electd <command> -h' for the flags of a command.
 `

@@ -194,7 +194,7 @@ func manPage(table []helpEntry, docdir string, date time.Time) string {
 		more = strings.TrimSpace(usage[i:])
 	}
 	p(`.\" Written by "electd man" from the help of each command: do not edit.`,
-		fmt.Sprintf(`.TH ELECTD 1 "%s" %s "User Commands"`, date.Format("2006-01-02"), roffQuote("electd "+version)),
+		fmt.Sprintf(`.TH ELECTD 1 "%s" %s "User Commands"`, date.Format("2006-01-02"), roffQuote("electd "+releaseVersion())),
 		".nh", // no hyphenation: flag and command names are typed as printed
 		".SH NAME",
 		`electd \- leader\-election agent: run a job on exactly one of N nodes`,

@@ -92,7 +92,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// their lines pass through the same masking, in their own format.
 	stdlog.SetOutput(secrets.Writer(stderr))
 	mysql.SetLogger(stdlog.New(secrets.Writer(stderr), "[mysql] ", stdlog.LstdFlags))
-	m := metrics.New(version, buildCommit())
+	m := metrics.New(releaseVersion(), buildCommit())
 	shim, shimWhat := locateShim()
 	if shim == "" {
 		log.Warn("no /proc: commands run without the parent-death supervisor")
@@ -101,7 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	hooks := webhook.New(webhook.Options{
 		Logger:   log.Named("webhook"),
-		Version:  version,
+		Version:  releaseVersion(),
 		OnResult: func(job, event, result string) { m.ActionRuns.WithLabelValues(job, event, "webhook", result).Inc() },
 	})
 	a, err := agent.New(cfg, agent.Options{
@@ -188,7 +188,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	go limitMemory(ctx, log.Named("memory"))
-	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", version)
+	log.Info("electd started", "node", cfg.Agent.NodeID, "jobs", len(cfg.Jobs), "version", releaseVersion())
 	runErr := a.Run(ctx)
 
 	// shutdown_timeout bounds the whole stop, webhooks included: they get

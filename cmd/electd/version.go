@@ -7,11 +7,27 @@ import (
 	"runtime/debug"
 )
 
-// Stamped at release build time: -ldflags "-X main.version=... -X main.commit=...".
+// Stamped at build time by make and the packages, from scripts/version.sh:
+// -ldflags "-X main.version=0.9.0 -X main.commit=...". A plain `go build`
+// stamps nothing.
 var (
-	version = "dev"
+	version = ""
 	commit  = ""
 )
+
+// releaseVersion is the release number (0.9.0, or 0.9.0+4.gabc1234def0 past
+// the tag), or for an unstamped build 0.0.0-dev+COMMIT, as scripts/version.sh
+// gives an untagged tree: it sorts before every release.
+func releaseVersion() string {
+	if version != "" {
+		return version
+	}
+	c := buildCommit()
+	if len(c) > 12 {
+		c = c[:12]
+	}
+	return "0.0.0-dev+" + c
+}
 
 // buildCommit falls back to the VCS revision Go records when built in a checkout.
 func buildCommit() string {
@@ -29,10 +45,10 @@ func buildCommit() string {
 }
 
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("version", "", 0, 0, "Print the version of electd, the commit it was built from, and the Go version and platform.")
+	fs := newCommand("version", "", 0, 0, "Print the release number of electd, the commit it was built from, and the Go version and platform.")
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}
-	fmt.Fprintf(stdout, "electd %s (commit %s, %s %s/%s)\n", version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "electd %s (commit %s, %s %s/%s)\n", releaseVersion(), buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
 }

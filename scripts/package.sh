@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Builds the Debian package electd_<version>_<arch>.deb with nothing beyond Go,
-# a C compiler and dpkg-deb (`make deb` runs it; dpkg-shlibdeps and strip are
-# used when present). `make install PREFIX=/usr` lays the files
-# out under a staging root, so that the package and a source install cannot
-# differ; this adds what a package needs besides: the control file, the
-# conffiles, the maintainer scripts of dist/debian, the copyright file (with
-# the licenses of the Go modules compiled in), the changelog and md5sums.
+# Builds electd's Debian package (electd_<version>_<arch>.deb) or RPM
+# (electd-<version>-1.<arch>.rpm) from the one description dist/nfpm.yaml,
+# with goreleaser's nfpm (tools/nfpm, a module of its own: its dependencies
+# stay out of electd's). `make deb` and `make rpm` run it. `make install
+# PREFIX=/usr` lays the files out under a staging root, so that the packages
+# and a source install cannot differ; this adds what a package needs
+# besides: for the .deb the copyright file (with the licenses of the Go
+# modules compiled in) and the changelog; nfpm writes the control file,
+# conffiles and md5sums, and adds the maintainer scripts of dist/debian or
+# dist/rpm.
 #
-#   scripts/deb.sh [-o DIR]     the .deb goes to DIR (default bin); its path is printed
+#   scripts/package.sh [-o DIR] deb|rpm     the package goes to DIR (default bin); its path is printed
 #
-# DEB_VERSION overrides the version made from `git describe`, DEB_MAINTAINER
-# the maintainer (default: the author of the last commit), GOARCH the
+# Needs Go and a C compiler (dpkg-shlibdeps and strip are used when present).
+# VERSION overrides scripts/version.sh's version, PKG_MAINTAINER the
+# maintainer (default: the author of the last commit), GOARCH the
 # architecture (Go cross-compiles). SOURCE_DATE_EPOCH (default: the last
 # commit's time) dates the changelog, the man page and the files.
 set -euo pipefail
@@ -21,50 +25,33 @@ while getopts o: opt; do
 	case $opt in
 	o) out=$OPTARG ;;
 	*)
-		echo "usage: scripts/deb.sh [-o DIR]" >&2
+		echo "usage: scripts/package.sh [-o DIR] deb|rpm" >&2
 		exit 2
 		;;
 	esac
 done
+shift $((OPTIND - 1))
+packager=${1:-}
+case $packager in
+deb | rpm) ;;
+*)
+	echo "usage: scripts/package.sh [-o DIR] deb|rpm" >&2
+	exit 2
+	;;
+esac
 
 die() {
-	printf 'deb: %s\n' "$*" >&2
+	printf 'package: %s\n' "$*" >&2
 	exit 1
 }
-command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (Debian package dpkg)"
-
-version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${VERSION:-$(scripts/version.sh)}
 commit=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
-maintainer=${DEB_MAINTAINER:-$(git log -1 --format='%an <%ae>' 2>/dev/null || true)}
-[ -n "$maintainer" ] || die "no maintainer: set DEB_MAINTAINER='Name <address>'"
+maintainer=${PKG_MAINTAINER:-${DEB_MAINTAINER:-$(git log -1 --format='%an <%ae>' 2>/dev/null || true)}}
+[ -n "$maintainer" ] || die "no maintainer: set PKG_MAINTAINER='Name <address>'"
 
-# A Debian version starts with a digit: the tag v1.2.3 gives 1.2.3-1, and
-# 4 commits past it 1.2.3+4.gabc1234-1; an untagged tree (git describe gives
-# the commit, abc1234 or 1234abc) gives 0~gitYYYYMMDD.abc1234-1, which sorts
-# before any release.
-debian_version() {
-	local v=${1#v}
-	if [[ $v =~ ^[0-9]+\.[0-9] ]]; then
-		v=${v/-/+}
-	else
-		v=0~git$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y%m%d).$v
-	fi
-	printf '%s-1' "${v//-/.}"
-}
-deb_version=${DEB_VERSION:-$(debian_version "$version")}
-dpkg --validate-version "$deb_version" 2>/dev/null || die "$deb_version is not a Debian version (DEB_VERSION)"
-
+# nfpm names the architecture as Go does, and maps it for dpkg and rpm.
 goarch=$(go env GOARCH)
-case $goarch in
-amd64 | arm64 | riscv64 | s390x) arch=$goarch ;;
-386) arch=i386 ;;
-arm) arch=armhf ;;
-ppc64le) arch=ppc64el ;;
-mips64le) arch=mips64el ;;
-loong64) arch=loong64 ;;
-*) die "no Debian architecture for GOARCH=$goarch" ;;
-esac
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -101,10 +88,13 @@ else
 fi
 [ -z "$libs" ] || depends="$libs, $depends"
 
-doc=$root/usr/share/doc/electd
-dist=dist/debian
+# The Debian package's own files, beside the staging root.
+debian=$work/debian
+mkdir -p "$debian"
 
-# changelog.Debian: one entry, for this build.
+# changelog.Debian: one entry, for this build, with the version nfpm gives
+# the package (a prerelease sorts before its release with ~).
+deb_version=${version/-/\~}-1
 cat >"$work/changelog.Debian" <<EOF
 electd ($deb_version) unstable; urgency=medium
 
@@ -112,7 +102,14 @@ electd ($deb_version) unstable; urgency=medium
 
  -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")
 EOF
-gzip -9n <"$work/changelog.Debian" >"$doc/changelog.Debian.gz"
+gzip -9n <"$work/changelog.Debian" >"$debian/changelog.Debian.gz"
+
+# The upstream changelog, where Debian looks for it (lintian's
+# wrong-name-for-upstream-changelog); the RPM keeps CHANGELOG.md.
+gzip -9n <CHANGELOG.md >"$debian/changelog.gz"
+if [ "$packager" = deb ]; then
+	rm "$root/usr/share/doc/electd/CHANGELOG.md"
+fi
 
 # copyright: electd's own license, then every Go module compiled into the
 # binary with its license, read from the module cache the build used.
@@ -125,15 +122,14 @@ Comment: /usr/bin/electd is a Go program, linked statically: the Go standard
  it, each under its own license.
 
 EOF
-	if [ -f LICENSE ]; then
-		printf 'Files: *\nCopyright: the electd authors\nLicense: electd\n'
-		sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /' LICENSE
-	else
-		printf 'Files: *\nCopyright: the electd authors\nLicense: electd\n'
-		printf ' The electd sources carry no license statement (no LICENSE file at the\n'
-		printf ' root of the repository): ask its authors before redistributing it.\n'
-		echo "deb: warning: no LICENSE file; the copyright file says so" >&2
-	fi
+	# electd is under the Apache License 2.0 (LICENSE); Debian points to its
+	# own copy of the text rather than repeating it.
+	grep -q 'Apache License' LICENSE && grep -q 'Version 2.0, January 2004' LICENSE ||
+		die "LICENSE is not the Apache License 2.0 text"
+	printf 'Files: *\nCopyright: the electd authors\nLicense: Apache-2.0\n'
+	printf ' Licensed under the Apache License, Version 2.0 (see LICENSE in the\n'
+	printf ' sources).\n .\n On Debian systems the Apache License 2.0 is in\n'
+	printf ' /usr/share/common-licenses/Apache-2.0.\n'
 	printf '\nFiles: go/*\nCopyright: The Go Authors\nLicense: Go\n'
 	sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /' "$(go env GOROOT)/LICENSE"
 	modcache=$(go env GOMODCACHE)
@@ -161,26 +157,19 @@ EOF
 				sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /' "$lic"
 			fi
 		done
-} >"$doc/copyright"
-grep -q '^Files: go/\*' "$doc/copyright" || die "writing the copyright file failed"
+} >"$debian/copyright"
+grep -q '^Files: go/\*' "$debian/copyright" || die "writing the copyright file failed"
 
-install -d -m 0755 "$root/usr/share/lintian/overrides"
-install -m 0644 "$dist/lintian-overrides" "$root/usr/share/lintian/overrides/electd"
-# md5sums: every file but the conffiles (dpkg keeps their sums itself).
-find "$root" -path "$root/etc" -prune -o -type f -print | sed "s|^$root/||" | sort |
-	(cd "$root" && xargs -d '\n' md5sum) >"$work/md5sums"
-install -d -m 0755 "$root/DEBIAN"
-mv "$work/md5sums" "$root/DEBIAN/md5sums"
-install -m 0755 "$dist/postinst" "$dist/prerm" "$dist/postrm" "$root/DEBIAN/"
-(cd "$root" && find etc -type f | sed 's|^|/|' | sort) >"$root/DEBIAN/conffiles"
-size=$(du -k -s --apparent-size --exclude=DEBIAN "$root" | cut -f1)
-sed -e "s|@VERSION@|$deb_version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \
-	-e "s|@SIZE@|$size|" -e "s|@DEPENDS@|$depends|" "$dist/control" >"$root/DEBIAN/control"
-chmod 0644 "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles" "$root/DEBIAN/control"
 find "$root" -type d -exec chmod 0755 {} +
-find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+find "$root" "$debian" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
+# nfpm, built from its own module (tools/nfpm: its go.mod pins it), reads
+# dist/nfpm.yaml with these variables; it writes the package, named as
+# dpkg and rpm name them, and prints its path.
+if ! (cd tools/nfpm && GOWORK=off CGO_ENABLED=0 go build -o "$work/nfpm" .) >"$work/nfpm.log" 2>&1; then
+	cat "$work/nfpm.log" >&2
+	die "building nfpm (tools/nfpm) failed"
+fi
 mkdir -p "$out"
-deb=$out/electd_${deb_version}_$arch.deb
-dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
-echo "$deb"
+STAGE=$root DEBIAN=$debian PKG_ARCH=$goarch PKG_VERSION=$version PKG_MAINTAINER=$maintainer \
+	DEB_DEPENDS=$depends "$work/nfpm" -f dist/nfpm.yaml -p "$packager" -t "$out"
