@@ -100,9 +100,12 @@ func (j *job) attempt() {
 	}
 	j.phase = asking
 	sent := j.l.clock.Now()
-	// An attempt that hangs is abandoned while the term it would start is
-	// still of use, and tried again (acquired).
-	timeout := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).attemptTimeout(sent)
+	// An answer that comes too late for the term to be of use is abandoned.
+	// An acquire gets the whole window, not a renewal's share of it: a
+	// fleet's first acquires on a loaded store (a PostgreSQL forking a
+	// backend per new connection) take longer than a share, and cutting
+	// them short only adds connections to open (TestBalanceAcrossAgents).
+	timeout := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
 	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL, Floor: j.mark},
 		timeout: timeout, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
 }
@@ -156,11 +159,12 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		j.finish()
 	case j.spec.Mode == config.ModeLock:
 		j.compete()
-	case errors.Is(err, context.DeadlineExceeded):
-		// The attempt hung for its share of the window (a lost store
-		// member): the next goes out at once, as the store did not refuse.
-		j.attempt()
 	default:
+		// An attempt that hung for its share of the window (a lost store
+		// member) is tried again after retry_every too, not at once: a
+		// store that is only slow (a loaded PostgreSQL with a fleet's
+		// first connections) would otherwise get every job's attempt again
+		// as each times out, and never catch up.
 		j.wait(jitter(j.spec.RetryEvery))
 	}
 }
