@@ -205,6 +205,7 @@ func startCommand(argv []string, dir, as string) (*exec.Cmd, error) {
 		// its command's.
 		syscall.Umask(int(*umask))
 	}
+	lowerSwitchCaps()
 	// Orphans among the command's descendants are re-parented to the shim
 	// rather than to init, so the shim can find them all and kill them.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The shim learns who its command runs as from one string, in its
@@ -79,4 +81,20 @@ func decodeAs(s string) (cred *syscall.Credential, umask *uint32, err error) {
 		umask = &n
 	}
 	return cred, umask, nil
+}
+
+// lowerSwitchCaps takes CAP_SETUID, CAP_SETGID and CAP_KILL out of the
+// shim's ambient set before it starts its command. An agent that runs as
+// an ordinary user with them as ambient capabilities (the systemd drop-in
+// of docs/operations.md) needs them to switch users and stop the commands
+// it started as others; a command would otherwise keep them across
+// execve, and could become root. The shim keeps them in its own permitted
+// and effective sets: it still signals whatever its command leaves.
+// Other ambient capabilities a unit gives on purpose (CAP_NET_BIND_SERVICE)
+// stay. Errors are ignored: a kernel without ambient capabilities has none
+// to pass on.
+func lowerSwitchCaps() {
+	for _, c := range []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL} {
+		unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, c, 0, 0)
+	}
 }

@@ -1,7 +1,9 @@
 package proc
 
 import (
+	"io"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -155,4 +157,103 @@ func TestEncodeAs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An agent that runs as an ordinary user with CAP_SETUID, CAP_SETGID and
+// CAP_KILL as ambient capabilities (the systemd drop-in of
+// docs/operations.md) does not pass them on to its commands, whether they
+// run as its user or another: a command with them could become root. A
+// command it starts as another user dies with it.
+func TestCommandsDoNotInheritSwitchCaps(t *testing.T) {
+	t.Run("as the agent's user", func(t *testing.T) { agentWithCaps(t, -1) })
+	t.Run("as another user", func(t *testing.T) { agentWithCaps(t, 1) })
+}
+
+// agentWithCaps runs a stand-in agent as nobody with the capabilities to
+// switch users, and its command as uid (and gid) as, or as nobody when as
+// is -1.
+func agentWithCaps(t *testing.T, as int) {
+	cred := nobody(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux) here to start the agent with ambient capabilities")
+	}
+	dir := sharedDir(t)
+	// The stand-in agent is this binary, where nobody can run it.
+	bin := filepath.Join(dir, "proc.test")
+	if err := copyFile(self(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pid")
+	agent := exec.Command(setpriv, "--reuid="+strconv.Itoa(int(cred.Uid)), "--regid="+strconv.Itoa(int(cred.Gid)), "--clear-groups",
+		"--inh-caps=+setuid,+setgid,+kill", "--ambient-caps=+setuid,+setgid,+kill", bin)
+	agent.Env = append(os.Environ(), "ELECTD_PROC_TEST_AGENT="+pidFile,
+		"ELECTD_PROC_TEST_SCRIPT="+`grep CapAmb /proc/self/status > "$0.caps"; grep CapEff /proc/self/status >> "$0.caps"; sleep 600 & echo $! > "$0"; wait`)
+	if as >= 0 {
+		agent.Env = append(agent.Env, "ELECTD_PROC_TEST_UID="+strconv.Itoa(as))
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	gc := readPid(t, pidFile)
+	want := int(cred.Uid)
+	if as >= 0 {
+		want = as
+	}
+	if uid := procUid(t, gc); uid != strconv.Itoa(want) {
+		t.Errorf("the command's child runs as uid %s, want %d", uid, want)
+	}
+	const switchCaps = 1<<5 | 1<<6 | 1<<7 // CAP_KILL, CAP_SETGID, CAP_SETUID
+	if amb := capSet(t, "/proc/"+strconv.Itoa(agent.Process.Pid)+"/status", "CapAmb"); amb&switchCaps != switchCaps {
+		t.Fatalf("the stand-in agent's ambient set is %x: setpriv did not give it the capabilities to pass on", amb)
+	}
+	for _, set := range []string{"CapAmb", "CapEff"} {
+		if c := capSet(t, pidFile+".caps", set); c&switchCaps != 0 {
+			t.Errorf("the command's %s is %x: it kept CAP_SETUID, CAP_SETGID or CAP_KILL", set, c)
+		}
+	}
+	// The agent dies: the shim, nobody with CAP_KILL, kills the command of
+	// another user.
+	agent.Process.Signal(syscall.SIGKILL)
+	agent.Wait()
+	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the command dies with the agent")
+}
+
+// capSet reads one capability set (CapAmb, CapEff, ...) from a copy of a
+// /proc/PID/status file.
+func capSet(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in %s", name, path)
+	return 0
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
