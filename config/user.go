@@ -197,7 +197,11 @@ func canSwitchUser() error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the agent (uid %d) lacks %s", os.Geteuid(), strings.Join(missing, ", "))
+		list := missing[len(missing)-1]
+		if len(missing) > 1 {
+			list = strings.Join(missing[:len(missing)-1], ", ") + " and " + list
+		}
+		return fmt.Errorf("the agent (uid %d) lacks %s", os.Geteuid(), list)
 	}
 	return nil
 }

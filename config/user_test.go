@@ -14,7 +14,7 @@ import (
 // user the test runs as: the error fixtures are the same everywhere.
 var noSwitchOpts = func() Options {
 	o := testOpts
-	o.canSwitchUser = func() error { return errors.New("the agent (uid 1000) lacks CAP_SETUID, CAP_SETGID, CAP_KILL") }
+	o.canSwitchUser = func() error { return errors.New("the agent (uid 1000) lacks CAP_SETUID, CAP_SETGID and CAP_KILL") }
 	return o
 }()
 
