@@ -73,7 +73,7 @@ func newJob(spec *config.Job, l *loop, o Options) *job {
 	if spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooks, func(as []config.Action) bool {
 		return slices.ContainsFunc(as, func(a config.Action) bool { return a.Kind == config.ActionExec })
 	}) {
-		j.runner = &runner{job: spec.Name, log: log, shim: o.Shim, spares: o.spares, metrics: o.Metrics}
+		j.runner = &runner{job: spec.Name, log: log, shim: o.Shim, spares: o.spares, metrics: o.Metrics, as: spec.RunAs}
 		o.spares.Fill() // a candidate starts its command the moment it is elected
 	}
 	if slices.ContainsFunc(hooks, func(as []config.Action) bool { return len(as) > 0 }) {

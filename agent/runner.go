@@ -22,7 +22,8 @@ type runner struct {
 	job     string
 	log     hclog.Logger
 	shim    string
-	spares  *proc.Spares // nil: a fresh shim for every command
+	spares  *proc.Spares  // nil: a fresh shim for every command
+	as      *config.RunAs // the job's user, group and umask; nil: the agent's
 	metrics *metrics.Metrics
 	// stdout and stderr, when set, receive the commands' output as it is
 	// instead of the log (RunOnce).
@@ -81,7 +82,11 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	if r.stdout != nil && r.stderr != nil {
 		stdout, stderr = r.stdout, r.stderr
 	}
-	p, err := proc.Start(proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim, Spares: r.spares, Name: r.job})
+	spec := proc.Spec{Argv: argv, Env: environ, Dir: dir, Stdout: stdout, Stderr: stderr, Shim: r.shim, Spares: r.spares, Name: r.job}
+	if err := applyRunAs(r.as, &spec); err != nil {
+		return nil, err
+	}
+	p, err := proc.Start(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -261,4 +266,21 @@ func (t *tail) String() string {
 		s = s[len(s)-tailMaxBytes:]
 	}
 	return s
+}
+
+// applyRunAs sets who spec's command runs as. A user that was never looked
+// up (a configuration checked with -no-env) runs nothing: its ids are not
+// known, and zero would be root's.
+func applyRunAs(as *config.RunAs, spec *proc.Spec) error {
+	if as == nil {
+		return nil
+	}
+	if !as.Resolved {
+		return fmt.Errorf("%w: the job's user and group were not looked up", proc.ErrCannotStart)
+	}
+	if as.Switches() {
+		spec.User = &syscall.Credential{Uid: as.Uid, Gid: as.Gid, Groups: as.Groups}
+	}
+	spec.Umask = as.Umask
+	return nil
 }

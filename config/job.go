@@ -45,6 +45,9 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "constraint"},
 		{Name: "prefer"},
 		{Name: "prefer_settle"},
+		{Name: "user"},
+		{Name: "group"},
+		{Name: "umask"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "health"},
@@ -245,6 +248,8 @@ func (l *loader) decodeJobBlock(block *hcl.Block, in *instance) (*jobDecl, hcl.D
 		diags = append(diags, errorf(b.rangeOf("prefer_settle", block.DefRange), "prefer_settle without prefer",
 			"The prefer_settle is how long a preferred node must have been fit before it takes the job over; it needs a prefer map."))
 	}
+
+	j.RunAs = l.decodeRunAs(b, block)
 
 	hooks := map[string]*hcl.Block{}
 	var runBlock, taskBlock, healthBlock *hcl.Block

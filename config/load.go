@@ -77,6 +77,10 @@ type Options struct {
 	// NoEnv, a variable without a value is unknown, as env() is, and the
 	// ELECTD_VAR_* environment is not read.
 	Vars []Var
+
+	// canSwitchUser replaces the check of the agent's capabilities for a
+	// job's user and group (tests: an agent that cannot switch users).
+	canSwitchUser func() error
 }
 
 // Load reads the configuration at paths (files, or directories whose *.hcl

@@ -107,7 +107,7 @@ func TestLoadErrors(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatal("fixture has no # ERROR: markers")
 			}
-			cfg, diags := Load([]string{path}, testOpts)
+			cfg, diags := Load([]string{path}, noSwitchOpts)
 			if !diags.HasErrors() || cfg != nil {
 				t.Errorf("Load succeeded, want errors")
 			}

@@ -132,6 +132,9 @@ type Job struct {
 	PreferSettle time.Duration
 	// Health is the leader's fitness check (nil: always fit).
 	Health *Health
+	// RunAs is who the job's commands run as: run, task, health command and
+	// exec hooks alike. nil: the agent's user and umask.
+	RunAs *RunAs
 
 	// Fingerprint changes when anything that affects how the job runs
 	// changes (its block, its provider's settings, the env values it

@@ -31,6 +31,13 @@ type Spec struct {
 	// Spares, when it keeps spares of Shim, gives the command a shim
 	// started ahead of it (spare.go).
 	Spares *Spares
+	// User, when not nil, is who the command runs as (its uid, gid and
+	// supplementary groups); nil runs it as the agent's user. Switching
+	// needs root, or CAP_SETUID and CAP_SETGID (and CAP_KILL for the agent
+	// to signal it). The shim stays the agent's user (user.go).
+	User *syscall.Credential
+	// Umask, when not nil, is the command's umask; it needs the shim.
+	Umask *uint32
 }
 
 // ErrCannotStart is wrapped by every error from Start, together with its
@@ -77,6 +84,11 @@ func Start(spec Spec) (*Process, error) {
 	if err := checkDir(spec.Dir); err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
 	}
+	if spec.Umask != nil && spec.Shim == "" {
+		// The umask is the whole process's: only a shim can set one for its
+		// command alone.
+		return nil, fmt.Errorf("%w %q: a umask needs the shim", ErrCannotStart, name)
+	}
 	env := append(os.Environ(), spec.Env...)
 	if sp := spec.Spares.take(spec); sp != nil {
 		p, err := sp.run(spec, env)
@@ -99,13 +111,13 @@ func Start(spec Spec) (*Process, error) {
 		// and starts it in spec.Dir.
 		cmd = exec.Command(spec.Shim, spec.Argv...)
 		cmd.Args[0] = shimTitle(spec.Name)
-		cmd.Env = append(env, envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()), envShimDir+"="+spec.Dir)
+		cmd.Env = append(env, envShim+"=1", envShimParent+"="+strconv.Itoa(os.Getpid()), envShimDir+"="+spec.Dir, envShimAs+"="+encodeAs(spec.User, spec.Umask))
 		cmd.ExtraFiles = []*os.File{reportW} // fd 3 in the shim
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	} else {
 		cmd = exec.Command(name, spec.Argv[1:]...)
 		cmd.Env, cmd.Dir = env, spec.Dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: spec.User}
 	}
 	cmd.Stdout, cmd.Stderr = spec.Stdout, spec.Stderr
 	// A grandchild that keeps the output pipe open must not hold up Wait.

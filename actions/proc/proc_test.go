@@ -16,7 +16,7 @@ import (
 
 // The test binary doubles as the shim; as a stand-in agent that the tests
 // kill -9 (ELECTD_PROC_TEST_AGENT names a pid file, ELECTD_PROC_TEST_SCRIPT
-// the command; ELECTD_PROC_TEST_SPARE: one that keeps a spare shim); and as a command that leaves its process group
+// the command, ELECTD_PROC_TEST_UID its uid and gid; ELECTD_PROC_TEST_SPARE: one that keeps a spare shim); and as a command that leaves its process group
 // (ELECTD_PROC_TEST_SETPGID=1: setpgid(0, 0), then exec its arguments).
 func TestMain(m *testing.M) {
 	MaybeShim()
@@ -42,7 +42,12 @@ func fakeAgent(pidFile, script string) int {
 	if script == "" {
 		script = `sleep 600 & echo $! > "$0"; wait`
 	}
-	_, err := Start(Spec{Argv: []string{"sh", "-c", script, pidFile, self}, Shim: self})
+	spec := Spec{Argv: []string{"sh", "-c", script, pidFile, self}, Shim: self}
+	if id, err := strconv.Atoi(os.Getenv("ELECTD_PROC_TEST_UID")); err == nil {
+		// The command runs as this uid and gid (user_test.go).
+		spec.User = &syscall.Credential{Uid: uint32(id), Gid: uint32(id)}
+	}
+	_, err := Start(spec)
 	if err != nil {
 		return 1
 	}

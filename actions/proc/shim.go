@@ -19,6 +19,7 @@ const (
 	envShim       = "ELECTD_SHIM"
 	envShimParent = "ELECTD_SHIM_PARENT"
 	envShimDir    = "ELECTD_SHIM_DIR"
+	envShimAs     = "ELECTD_SHIM_AS"    // who the command runs as (user.go)
 	envShimSpare  = "ELECTD_SHIM_SPARE" // a spare: the command comes on specFd (spare.go)
 )
 
@@ -75,7 +76,8 @@ func shim(argv []string) int {
 	parent, _ := strconv.Atoi(os.Getenv(envShimParent))
 	dir := os.Getenv(envShimDir)
 	spare := os.Getenv(envShimSpare) == "1"
-	for _, k := range []string{envShim, envShimParent, envShimDir, envShimSpare} {
+	as := os.Getenv(envShimAs)
+	for _, k := range []string{envShim, envShimParent, envShimDir, envShimSpare, envShimAs} {
 		os.Unsetenv(k)
 	}
 
@@ -99,7 +101,7 @@ func shim(argv []string) int {
 		if len(argv) == 1 {
 			placeholder = argv[0]
 		}
-		if name, dir, argv, env, ok = waitSpec(sigs); !ok {
+		if name, dir, as, argv, env, ok = waitSpec(sigs); !ok {
 			return 0 // discarded, or signalled before it had a command
 		}
 		setTitle(placeholder, name)
@@ -115,7 +117,7 @@ func shim(argv []string) int {
 	if !spare {
 		setTitle("", "") // comm: its argv[0] already names the job
 	}
-	cmd, err := startCommand(argv, dir)
+	cmd, err := startCommand(argv, dir, as)
 	if err != nil {
 		fmt.Fprint(report, encodeReport(err))
 		return 127
@@ -188,11 +190,22 @@ func shim(argv []string) int {
 	}
 }
 
-// startCommand starts argv in dir as the shim's child, in the shim's group.
-func startCommand(argv []string, dir string) (*exec.Cmd, error) {
+// startCommand starts argv in dir as the shim's child, in the shim's group,
+// as the user and with the umask that as says (encodeAs).
+func startCommand(argv []string, dir, as string) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command")
 	}
+	cred, umask, err := decodeAs(as)
+	if err != nil {
+		return nil, err
+	}
+	if umask != nil {
+		// The shim starts nothing else, and creates no file: its umask is
+		// its command's.
+		syscall.Umask(int(*umask))
+	}
+	lowerSwitchCaps()
 	// Orphans among the command's descendants are re-parented to the shim
 	// rather than to init, so the shim can find them all and kill them.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -200,6 +213,9 @@ func startCommand(argv []string, dir string) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	return cmd, cmd.Start()
 }

@@ -165,7 +165,7 @@ var errSpareGone = errors.New("the spare shim exited before it got its command")
 func (sp *spare) run(spec Spec, env []string) (*Process, error) {
 	sp.stdout.set(spec.Stdout)
 	sp.stderr.set(spec.Stderr)
-	_, werr := sp.ctl.Write(encodeSpec(spec.Name, spec.Dir, spec.Argv, env))
+	_, werr := sp.ctl.Write(encodeSpec(spec.Name, spec.Dir, encodeAs(spec.User, spec.Umask), spec.Argv, env))
 	sp.ctl.Close()
 	defer sp.report.Close()
 	p := &Process{cmd: sp.cmd, pgid: sp.cmd.Process.Pid, shim: true, done: make(chan struct{})}
@@ -186,11 +186,12 @@ func (sp *spare) run(spec Spec, env []string) (*Process, error) {
 }
 
 // encodeSpec is what a spare reads on its spec pipe: the name it shows in
-// ps, the directory, the number of arguments, the arguments and the
-// environment, each ended by a NUL (none of them can hold one).
-func encodeSpec(name, dir string, argv, env []string) []byte {
+// ps, the directory, who the command runs as (encodeAs), the number of
+// arguments, the arguments and the environment, each ended by a NUL (none
+// of them can hold one).
+func encodeSpec(name, dir, as string, argv, env []string) []byte {
 	var b bytes.Buffer
-	for _, s := range append(append([]string{name, dir, strconv.Itoa(len(argv))}, argv...), env...) {
+	for _, s := range append(append([]string{name, dir, as, strconv.Itoa(len(argv))}, argv...), env...) {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
@@ -199,15 +200,16 @@ func encodeSpec(name, dir string, argv, env []string) []byte {
 
 var errBadSpec = errors.New("bad command spec")
 
-func decodeSpec(b []byte) (name, dir string, argv, env []string, err error) {
+func decodeSpec(b []byte) (name, dir, as string, argv, env []string, err error) {
 	fs := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
-	if len(fs) < 3 {
-		return "", "", nil, nil, errBadSpec
+	if len(fs) < 4 {
+		return "", "", "", nil, nil, errBadSpec
 	}
-	name, fs = string(fs[0]), fs[1:]
+	name, as = string(fs[0]), string(fs[2])
+	fs = append([][]byte{fs[1]}, fs[3:]...) // the directory, then the count
 	n, err := strconv.Atoi(string(fs[1]))
 	if err != nil || n < 1 || n > len(fs)-2 {
-		return "", "", nil, nil, errBadSpec
+		return "", "", "", nil, nil, errBadSpec
 	}
 	str := func(bs [][]byte) []string {
 		out := make([]string, len(bs))
@@ -216,13 +218,13 @@ func decodeSpec(b []byte) (name, dir string, argv, env []string, err error) {
 		}
 		return out
 	}
-	return name, string(fs[0]), str(fs[2 : 2+n]), str(fs[2+n:]), nil
+	return name, string(fs[0]), as, str(fs[2 : 2+n]), str(fs[2+n:]), nil
 }
 
 // waitSpec is a spare shim waiting for its command on descriptor specFd.
 // It reports false when the pipe closed without one (the spare was
 // discarded) or a signal came first.
-func waitSpec(sigs <-chan os.Signal) (name, dir string, argv, env []string, ok bool) {
+func waitSpec(sigs <-chan os.Signal) (name, dir, as string, argv, env []string, ok bool) {
 	syscall.CloseOnExec(specFd)
 	got := make(chan []byte, 1)
 	go func() {
@@ -232,16 +234,16 @@ func waitSpec(sigs <-chan os.Signal) (name, dir string, argv, env []string, ok b
 	select {
 	case b := <-got:
 		if len(b) == 0 {
-			return "", "", nil, nil, false
+			return "", "", "", nil, nil, false
 		}
-		name, dir, argv, env, err := decodeSpec(b)
+		name, dir, as, argv, env, err := decodeSpec(b)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "electd-shim:", err)
-			return "", "", nil, nil, false
+			return "", "", "", nil, nil, false
 		}
-		return name, dir, argv, env, true
+		return name, dir, as, argv, env, true
 	case <-sigs:
-		return "", "", nil, nil, false
+		return "", "", "", nil, nil, false
 	}
 }
 
