@@ -147,6 +147,7 @@ func floorArg(floor uint64) string {
 // first asking every server for at least minToken (AcquireMany made the
 // first attempt of a batch itself).
 func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time.Duration, attempt int, minToken uint64) (providers.Lease, error) {
+	var unsure *providers.HeldError // the last attempt's, to confirm
 	for ; ; attempt++ {
 		if attempt > 1 {
 			// Redlock: retry after a random delay so that racing
@@ -176,11 +177,17 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 			return v.lease, nil
 		case v.err != nil:
 			return providers.Lease{}, v.err
+		case v.unsure != nil && (attempt >= acquireAttempts || sameTerm(v.unsure, unsure)):
+			return providers.Lease{}, v.unsure
 		case attempt >= acquireAttempts:
 			return providers.Lease{}, fmt.Errorf("no candidate reached a quorum of %d servers in %d attempts (candidates split the servers, or a server is down and the others disagree)", p.quorum, attempt)
 		}
-		minToken = v.maxToken + 1
+		minToken, unsure = v.maxToken+1, v.unsure
 	}
+}
+
+func sameTerm(a, b *providers.HeldError) bool {
+	return a != nil && b != nil && a.Holder == b.Holder && a.Token == b.Token
 }
 
 // acquireVerdict is what one attempt of an Acquire comes to: a term won
@@ -188,10 +195,18 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 // be released), an error (a *HeldError or a store error), or neither: the
 // candidates split the servers, and the next attempt asks for a token above
 // maxToken. Every server that accepted a token other than keep is undone.
+//
+// unsure is a term that a quorum held but that may be another candidate's
+// attempt about to be undone: this attempt won a server itself (it is in a
+// race) or saw a counter above the term's token (which that candidate may
+// have seen too). Reporting it would name a holder that never led, so the
+// next attempt looks again: an undone attempt is gone by then, a real term
+// is seen again and reported.
 type acquireVerdict struct {
 	lease    providers.Lease
 	keep     uint64
 	err      error
+	unsure   *providers.HeldError
 	maxToken uint64
 }
 
@@ -258,7 +273,12 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 	}
 	for _, rs := range held {
 		if len(rs) >= p.quorum {
-			v.err = p.heldError(key, rs)
+			he := p.heldError(key, rs)
+			if len(won) > 0 || he.Token < v.maxToken {
+				v.unsure = he
+			} else {
+				v.err = he
+			}
 			return v
 		}
 	}
