@@ -218,6 +218,7 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 		errs     []error
 		answered int
 		value    stamped
+		counter  uint64 // the highest counter a server had before this attempt
 		won      = map[uint64][]time.Time{}
 		held     = map[[2]string][]record{}
 	)
@@ -228,6 +229,11 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 		}
 		answered++
 		v.maxToken = max(v.maxToken, r.v.token)
+		if !r.v.ok {
+			counter = max(counter, r.v.token)
+		} else {
+			counter = max(counter, r.v.token-1) // what it was before this attempt, at most
+		}
 		if r.v.value.newer(value) {
 			value = r.v.value
 		}
@@ -244,19 +250,23 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 	// every earlier term's while the servers keep their data. Servers
 	// restarted empty break that: a quorum of them agrees on a token far
 	// below the counter of a server that kept its data. So the token must
-	// also be the highest counter any server answered with; when it is not,
-	// the attempt is undone and the next asks every server for more than
-	// that counter, which brings the servers that are behind up to it (the
-	// repair).
+	// also be at least the highest counter any server had before this
+	// attempt; when it is not, the attempt is undone and the next asks every
+	// server for more than that counter, which brings the servers that are
+	// behind up to it (the repair). A server this attempt won counts with
+	// its counter before the attempt, not its new token: a server won late
+	// in a race, after another candidate let it go, hands out one more than
+	// the quorum's token, and undoing the quorum for that made the race's
+	// rightful winner give way to nobody.
 	var token uint64
 	for t, exps := range won {
 		if len(exps) >= p.quorum && t > token {
 			token = t
 		}
 	}
-	if token != 0 && token < v.maxToken {
+	if token != 0 && token < counter {
 		p.log.Warn("servers disagree on the token counter (a server restarted empty, or lost writes): raising them to the highest",
-			"key", key, "quorum_token", token, "highest_counter", v.maxToken)
+			"key", key, "quorum_token", token, "highest_counter", counter)
 		token = 0
 	}
 	if token != 0 && validity > 0 {
