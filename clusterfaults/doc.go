@@ -11,6 +11,8 @@
 // should be. docs/reliability.md gives the figures.
 //
 // It needs root (network namespaces, iptables) and skips without.
+// Stores: etcd, ZooKeeper, NATS (a bucket with 3 replicas), and Redlock
+// (three independent Redis servers).
 // `make test` runs the short form (one round of faults on etcd);
 // `make test-clusters` runs the long form.
 package clusterfaults

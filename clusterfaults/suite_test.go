@@ -3,6 +3,7 @@ package clusterfaults
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,7 @@ func TestClusters(t *testing.T) {
 		{"etcd", newEtcd},
 		{"zookeeper", newZooKeeper},
 		{"nats", newNATS},
+		{"redlock", newRedlock},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			if !wantStore(s.name) {
@@ -116,7 +118,7 @@ func runSuite(t *testing.T, h *hosts, st store) {
 	s := &suite{t: t, h: h, st: st, c: c}
 	t.Cleanup(func() {
 		c.StopAll(15 * time.Second)
-		if t.Failed() {
+		if t.Failed() || os.Getenv("CLUSTERS_LOGS") != "" {
 			t.Logf("logs:\n%s\n%s", c.Logs(), st.logs())
 		}
 	})
@@ -138,8 +140,10 @@ func runSuite(t *testing.T, h *hosts, st store) {
 	s.report(time.Since(began))
 }
 
-// settled waits until exactly one child runs and every member answers
-// every host, and returns the leading agent's host.
+// settled waits until exactly one child runs, has run for two renewals
+// (a Redlock term won on two servers while a rival's attempt held the
+// third has the third join it on a renewal), and every member answers
+// every host; it returns the leading agent's host.
 func (s *suite) settled() int {
 	s.t.Helper()
 	var host int
@@ -148,6 +152,9 @@ func (s *suite) settled() int {
 			if !s.st.healthy(i) {
 				return false
 			}
+		}
+		if st, err := s.c.Children.Starts(); err != nil || len(st) == 0 || time.Since(st[len(st)-1].At) < 2*timing.Renew {
+			return false
 		}
 		a, _, err := s.c.Leader()
 		if err != nil {

@@ -175,11 +175,11 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			undo := make([][]undoItem, len(p.nodes))
 			for j, r := range rs {
 				if r.err == nil && r.v.ok {
-					undo[s] = append(undo[s], undoItem{reqs[chunk[j]].Key, reqs[chunk[j]].Holder, r.v.token})
+					undo[s] = append(undo[s], undoItem{reqs[chunk[j]].Key, reqs[chunk[j]].Holder, r.v.token, r.v.prior})
 				}
 			}
 			p.undoMany(ctx, undo)
-		})
+		}, nil)
 		elapsed := time.Since(start)
 		undo := make([][]undoItem, len(p.nodes))
 		for j, i := range chunk {
@@ -188,7 +188,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			v := p.judgeAcquire(ctx, r.Key, r.Holder, r.TTL, col, r.TTL-elapsed-drift(r.TTL))
 			for s, c := range col {
 				if c.err == nil && c.v.ok && c.v.token != v.keep {
-					undo[s] = append(undo[s], undoItem{r.Key, r.Holder, c.v.token})
+					undo[s] = append(undo[s], undoItem{r.Key, r.Holder, c.v.token, c.v.prior})
 				}
 			}
 			switch {
@@ -241,12 +241,12 @@ func (p *Provider) nodeAcquireMany(ctx context.Context, n *node, reqs []provider
 // undoItem is a term won on one server by a Redlock Acquire that failed, or
 // with another token than the quorum's.
 type undoItem struct {
-	key, holder string
-	token       uint64
+	key, holder  string
+	token, prior uint64 // prior: the server's counter before the attempt
 }
 
 // undoMany releases undo[i] on p.nodes[i], one pipeline per server, leaving
-// the values alone, as undo does for one key. It runs even when ctx is done.
+// the values alone and putting the counters back, as undo does for one key. It runs even when ctx is done.
 func (p *Provider) undoMany(ctx context.Context, undo [][]undoItem) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
 	defer cancel()
@@ -261,7 +261,7 @@ func (p *Provider) undoMany(ctx context.Context, undo [][]undoItem) {
 			for j, u := range items {
 				calls[j] = scriptCall{
 					keys: []string{p.stateKey(u.key), p.liveKey(u.key)},
-					args: []any{u.holder, strconv.FormatUint(u.token, 10), "", 0, p.channel(u.key), "0"},
+					args: []any{u.holder, strconv.FormatUint(u.token, 10), "", 0, p.channel(u.key), "0", strconv.FormatUint(u.prior, 10)},
 				}
 			}
 			for j, c := range runMany(ctx, n, releaseScript, calls) {
@@ -327,7 +327,9 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 				out[j].err = n.wrap(err)
 			}
 			return out, nil
-		}, nil)
+		}, nil, func(rs []result[[]result[renewed]], answered []bool) bool {
+			return everyQuorum(p, rs, answered, func(r renewed) bool { return r.ok })
+		})
 		elapsed := time.Since(start)
 		for j, i := range chunk {
 			l := leases[i]
@@ -386,7 +388,9 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 				out[j] = result[bool]{res == 1, n.wrap(err)}
 			}
 			return out, nil
-		}, nil)
+		}, nil, func(rs []result[[]result[bool]], answered []bool) bool {
+			return everyQuorum(p, rs, answered, func(ok bool) bool { return ok })
+		})
 		for j, i := range chunk {
 			errs[i] = p.judgeRelease(ctx, leases[i], column(rs, j))
 		}
@@ -395,4 +399,28 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 		errs[i] = p.Release(ctx, leases[i])
 	}
 	return errs
+}
+
+// everyQuorum is each's decided function for a batch: every request of it
+// has a quorum of servers that answered it with ok.
+func everyQuorum[T any](p *Provider, rs []result[[]result[T]], answered []bool, ok func(T) bool) bool {
+	n := -1 // requests in the batch
+	for s := range rs {
+		if answered[s] && rs[s].err == nil {
+			n = len(rs[s].v)
+			break
+		}
+	}
+	for j := 0; j < n; j++ {
+		c := 0
+		for s := range rs {
+			if answered[s] && rs[s].err == nil && j < len(rs[s].v) && rs[s].v[j].err == nil && ok(rs[s].v[j].v) {
+				c++
+			}
+		}
+		if c < p.quorum {
+			return false
+		}
+	}
+	return n >= 0
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/electd/electd/providers"
@@ -25,11 +26,14 @@ type result[T any] struct {
 }
 
 // each calls fn on every server at once, each call bounded by timeout. It
-// returns when every server answered or ctx is done, whichever is first: a
-// read from a server that hangs does not watch ctx, so the calls still
-// running are left to finish on their own (within timeout), and late, when
-// not nil, is given each of their successful results.
-func each[T any](ctx context.Context, p *Provider, timeout time.Duration, fn func(context.Context, *node) (T, error), late func(i int, v T)) []result[T] {
+// returns when every server answered, when decided (if not nil) says the
+// answers so far settle the outcome (a quorum renewed, say), or when ctx is
+// done, whichever is first: one server that hangs (lost silently, its
+// packets dropped) then costs nothing while a quorum answers. The calls
+// still running are left to finish on their own, within timeout and
+// whatever becomes of ctx, and late, when not nil, is given each of their
+// successful results. An answer not waited for is an error.
+func each[T any](ctx context.Context, p *Provider, timeout time.Duration, fn func(context.Context, *node) (T, error), late func(i int, v T), decided func(rs []result[T], answered []bool) bool) []result[T] {
 	type done struct {
 		i int
 		r result[T]
@@ -37,7 +41,7 @@ func each[T any](ctx context.Context, p *Provider, timeout time.Duration, fn fun
 	ch := make(chan done, len(p.nodes))
 	for i, n := range p.nodes {
 		go func() {
-			nctx, cancel := context.WithTimeout(ctx, timeout)
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			defer cancel()
 			v, err := fn(nctx, n)
 			if err != nil {
@@ -48,21 +52,15 @@ func each[T any](ctx context.Context, p *Provider, timeout time.Duration, fn fun
 	}
 	out := make([]result[T], len(p.nodes))
 	answered := make([]bool, len(p.nodes))
-	for range p.nodes {
-		select {
-		case d := <-ch:
-			out[d.i], answered[d.i] = d.r, true
-			continue
-		case <-ctx.Done():
-		}
+	leave := func(why error) []result[T] {
 		pending := 0
 		for i := range out {
 			if !answered[i] {
-				out[i].err = fmt.Errorf("%s: %w", p.nodes[i].addr, ctx.Err())
+				out[i].err = fmt.Errorf("%s: %w", p.nodes[i].addr, why)
 				pending++
 			}
 		}
-		if late != nil {
+		if late != nil && pending > 0 {
 			go func() {
 				for range pending {
 					if d := <-ch; d.r.err == nil {
@@ -71,9 +69,37 @@ func each[T any](ctx context.Context, p *Provider, timeout time.Duration, fn fun
 				}
 			}()
 		}
-		break
+		return out
+	}
+	for n := 1; n <= len(p.nodes); n++ {
+		select {
+		case d := <-ch:
+			out[d.i], answered[d.i] = d.r, true
+			if n < len(p.nodes) && decided != nil && decided(out, answered) {
+				return leave(errNotAwaited)
+			}
+		case <-ctx.Done():
+			return leave(ctx.Err())
+		}
 	}
 	return out
+}
+
+// errNotAwaited is the answer of a server that was still to answer when a
+// quorum had settled the outcome.
+var errNotAwaited = errors.New("not waited for: a quorum had answered")
+
+// quorumOf is a decided function for each: a quorum answered with ok.
+func quorumOf[T any](p *Provider, ok func(T) bool) func([]result[T], []bool) bool {
+	return func(rs []result[T], answered []bool) bool {
+		n := 0
+		for i, r := range rs {
+			if answered[i] && r.err == nil && ok(r.v) {
+				n++
+			}
+		}
+		return n >= p.quorum
+	}
 }
 
 // storeError says how many servers did what, with the first failure; the
@@ -147,12 +173,18 @@ func floorArg(floor uint64) string {
 // first asking every server for at least minToken (AcquireMany made the
 // first attempt of a batch itself).
 func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time.Duration, attempt int, minToken uint64) (providers.Lease, error) {
-	var unsure *providers.HeldError // the last attempt's, to confirm
+	var (
+		unsure *providers.HeldError // the last attempt's, to confirm
+		took   time.Duration        // by the last attempt
+	)
 	for ; ; attempt++ {
 		if attempt > 1 {
 			// Redlock: retry after a random delay so that racing
-			// candidates stop splitting the servers.
-			backoff := min(5*time.Millisecond<<(attempt-1), 100*time.Millisecond)
+			// candidates stop splitting the servers. Attempts that waited
+			// for a server that does not answer all took as long, and
+			// would go out together again: the delay is then spread
+			// over half that long.
+			backoff := max(min(5*time.Millisecond<<(attempt-1), 100*time.Millisecond), took/2)
 			select {
 			case <-time.After(rand.N(backoff)):
 			case <-ctx.Done():
@@ -163,13 +195,20 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 			return providers.Lease{}, err
 		}
 		start := time.Now()
+		var keep atomic.Uint64
+		judged := make(chan struct{})
 		rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (record, error) {
 			return p.nodeAcquire(ctx, n, key, holder, ttl, minToken)
 		}, func(i int, r record) {
-			// A server that answered after the caller gave up.
-			p.undo(ctx, key, holder, []result[record]{{v: r}}, []*node{p.nodes[i]}, 0)
-		})
-		v := p.judgeAcquire(ctx, key, holder, ttl, rs, ttl-time.Since(start)-drift(ttl))
+			// A server that answered after the attempt was judged: undone
+			// unless it joined the term won.
+			<-judged
+			p.undo(ctx, key, holder, []result[record]{{v: r}}, []*node{p.nodes[i]}, keep.Load())
+		}, p.settled)
+		took = time.Since(start)
+		v := p.judgeAcquire(ctx, key, holder, ttl, rs, ttl-took-drift(ttl))
+		keep.Store(v.keep)
+		close(judged)
 		p.undo(ctx, key, holder, rs, p.nodes, v.keep)
 		switch {
 		case v.keep != 0:
@@ -184,6 +223,33 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 		}
 		minToken, unsure = v.maxToken+1, v.unsure
 	}
+}
+
+// settled is each's decided function for an Acquire attempt: the answers
+// so far decide it, whatever the servers still to answer say: a quorum
+// gave one token that no answer's counter exceeds (judgeAcquire keeps it).
+// A refusal waits for every server: the Remaining it reports is read from
+// all of them.
+func (p *Provider) settled(rs []result[record], answered []bool) bool {
+	won := map[uint64]int{}
+	var counter uint64
+	for i, r := range rs {
+		if !answered[i] || r.err != nil {
+			continue
+		}
+		if r.v.ok {
+			won[r.v.token]++
+			counter = max(counter, r.v.token-1)
+		} else {
+			counter = max(counter, r.v.token)
+		}
+	}
+	for t, n := range won {
+		if n >= p.quorum && t >= counter {
+			return true
+		}
+	}
+	return false
 }
 
 func sameTerm(a, b *providers.HeldError) bool {
@@ -338,7 +404,7 @@ func (p *Provider) undo(ctx context.Context, key, holder string, rs []result[rec
 			continue
 		}
 		wg.Go(func() {
-			if _, err := p.nodeRelease(ctx, nodes[i], key, holder, r.v.token, nil, 0); err != nil {
+			if err := p.nodeUndo(ctx, nodes[i], key, holder, r.v.token, r.v.prior); err != nil {
 				p.log.Warn("could not undo a partial acquire; it expires with its ttl",
 					"key", key, "server", nodes[i].addr, "token", r.v.token, "error", err)
 			}
@@ -366,11 +432,22 @@ func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.
 	}
 	stamp := time.Now().UnixNano()
 	start := time.Now()
+	var renewedOK atomic.Bool
+	judged := make(chan struct{})
 	rs := each(ctx, p, nodeTimeout(lease.TTL), func(ctx context.Context, n *node) (renewed, error) {
 		ok, exp, err := p.nodeRenew(ctx, n, lease.Key, lease.Holder, lease.Token, lease.TTL, lease.Value, stamp)
 		return renewed{ok, exp}, err
-	}, nil)
-	return p.judgeRenew(ctx, lease, rs, lease.TTL-time.Since(start)-drift(lease.TTL))
+	}, func(i int, r renewed) {
+		// A server that answered after a quorum did: one that refused
+		// joins the term if the renewal succeeded.
+		if <-judged; !r.ok && renewedOK.Load() {
+			p.joinLater(lease, []int{i})
+		}
+	}, quorumOf(p, func(r renewed) bool { return r.ok }))
+	l, err := p.judgeRenew(ctx, lease, rs, lease.TTL-time.Since(start)-drift(lease.TTL))
+	renewedOK.Store(err == nil)
+	close(judged)
+	return l, err
 }
 
 // renewed is one server's answer to a Renew.
@@ -395,9 +472,32 @@ func (p *Provider) judgeRenew(ctx context.Context, lease providers.Lease, rs []r
 			refused++
 		}
 	}
+	var missed []int // servers that refused: they may have missed the term
+	for i, r := range rs {
+		if r.err == nil && !r.v.ok {
+			missed = append(missed, i)
+		}
+	}
+	if len(exps) > 0 && len(exps) < p.quorum && len(exps)+refused >= p.quorum && len(p.nodes) > 1 {
+		// The term is on fewer servers than a quorum: one of those it
+		// was won on was lost before the others that missed it could
+		// join. They join now, or the renewal fails.
+		if n := p.join(ctx, lease, missed); n > 0 {
+			// Their expiries are later than the renewed ones: counted
+			// as the earliest of those, which is never late.
+			for range n {
+				exps = append(exps, slices.MinFunc(exps, time.Time.Compare))
+			}
+			refused -= n
+			missed = nil
+		}
+	}
 	switch {
 	case len(exps) >= p.quorum && validity > 0:
 		lease.Expires = p.quorumExpiry(exps)
+		if len(p.nodes) > 1 {
+			p.joinLater(lease, missed)
+		}
 		return lease, nil
 	case refused > len(p.nodes)-p.quorum:
 		return providers.Lease{}, lost(lease)
@@ -426,7 +526,7 @@ func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	}
 	rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (bool, error) {
 		return p.nodeRelease(ctx, n, lease.Key, lease.Holder, lease.Token, &lease.Value, stamp)
-	}, nil)
+	}, nil, quorumOf(p, func(ok bool) bool { return ok }))
 	return p.judgeRelease(ctx, lease, rs)
 }
 
@@ -463,7 +563,19 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 	}
 	rs := each(ctx, p, ioTimeout, func(ctx context.Context, n *node) (record, error) {
 		return p.nodeObserve(ctx, n, key)
-	}, nil)
+	}, nil, func(rs []result[record], answered []bool) bool {
+		// A quorum sees one live term: the others cannot change it.
+		live := map[[2]string]int{}
+		for i, r := range rs {
+			if answered[i] && r.err == nil && r.v.ok {
+				id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
+				if live[id]++; live[id] >= p.quorum {
+					return true
+				}
+			}
+		}
+		return false
+	})
 	var errs []error
 	answered := 0
 	l := providers.Lease{Key: key}

@@ -228,3 +228,134 @@ func TestRedlockTwoServersRestartedEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestRedlockMissedServerJoins: a term won on two of three servers (the
+// third was down, and came back empty) survives the loss of one of those
+// two: the renewal after the third's return has it join the term, so the
+// term is then on all three.
+func TestRedlockMissedServerJoins(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
+	a, b := open(t, s), open(t, s)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx := ctxT(t, 30*time.Second)
+
+	procs[2].Stop()
+	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart(t, procs, addrs, 2)
+	if l, err = a.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew with the third server back, empty: %v", err)
+	}
+	// The join runs beside the renewal: wait until the third server has
+	// the term (its live key names a).
+	c := goredis.NewClient(&goredis.Options{Addr: addrs[2]})
+	t.Cleanup(func() { c.Close() })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if v, _ := c.Get(ctx, s.Prefix+"live:job").Result(); v == "a" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server that missed the term did not join it within 5s of a renewal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	procs[0].Stop()
+	if l, err = a.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew after losing one of the two servers the term was won on: %v", err)
+	}
+	var held *providers.HeldError
+	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
+		t.Fatalf("Acquire by another: %v, want held by a token %d", err, l.Token)
+	}
+}
+
+// TestRedlockMissedServerJoinsAtOnce: as TestRedlockMissedServerJoins,
+// but one of the two servers the term was won on is lost before any
+// renewal: the renewal that finds the term on one server only has the
+// server that missed it join, and succeeds.
+func TestRedlockMissedServerJoinsAtOnce(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
+	a, b := open(t, s), open(t, s)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx := ctxT(t, 30*time.Second)
+
+	procs[2].Stop()
+	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart(t, procs, addrs, 2)
+	procs[0].Stop()
+	if l, err = a.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew with the term on one live server and the other back empty: %v", err)
+	}
+	var held *providers.HeldError
+	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
+		t.Fatalf("Acquire by another: %v, want held by a token %d", err, l.Token)
+	}
+}
+
+// TestRedlockJoinNeedsTheTerm: a server joins only a term that a quorum
+// renewed, never one that does not exist or that it has seen end.
+func TestRedlockJoinNeedsTheTerm(t *testing.T) {
+	t.Parallel()
+	addrs, _ := servers(t, 3)
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
+	a := open(t, s)
+	t.Cleanup(func() { a.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := a.Renew(ctx, providers.Lease{Key: "never", Holder: "a", Token: 7, TTL: 10 * time.Second}); !errors.Is(err, providers.ErrLost) {
+		t.Fatalf("Renew of a term never acquired: %v, want ErrLost", err)
+	}
+	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Renew(ctx, l); !errors.Is(err, providers.ErrLost) {
+		t.Fatalf("Renew of a released term: %v, want ErrLost", err)
+	}
+	if got, err := a.Observe(ctx, "job"); err != nil || got.Holder != "" {
+		t.Fatalf("Observe after the released term's renewal = %+v, %v; want free", got, err)
+	}
+}
+
+// TestRedlockHangingServer: one server that stops answering (SIGSTOP: its
+// connections stay open, as on a silent partition) costs a renewal
+// nothing once the other two have answered: it does not wait for the
+// server's timeout.
+func TestRedlockHangingServer(t *testing.T) {
+	t.Parallel()
+	addrs, procs := servers(t, 3)
+	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
+	a := open(t, s)
+	t.Cleanup(func() { a.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := procs[1].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = procs[1].Signal(syscall.SIGCONT) })
+	// The server timeout at ttl 10 s is 2 s; a renewal bounded by half of
+	// that succeeds only if it does not wait for the stopped server.
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := a.Renew(rctx, l); err != nil {
+		t.Fatalf("Renew with one server hanging, bounded by 1s: %v", err)
+	}
+	if _, err := a.Observe(rctx, "job"); err != nil {
+		t.Fatalf("Observe with one server hanging, bounded by 1s: %v", err)
+	}
+}

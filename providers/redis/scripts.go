@@ -3,10 +3,13 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/electd/electd/providers"
 )
 
 // Every script reads the server's clock (TIME) so that expiries are the
@@ -27,15 +30,17 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // caller's floor, or Redlock bringing a lagging server up to the highest
 // counter seen). Replies
 // {won, holder, token, expires ms, value, value token, value stamp,
-// remaining ms}; remaining is the PTTL of the live key when another holder
-// has it (the server's own measure of the term's rest), else 0.
+// remaining ms, counter before}; remaining is the PTTL of the live key when
+// another holder has it (the server's own measure of the term's rest), else
+// 0.
 var acquireScript = goredis.NewScript(scriptNow + `
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp')
 local holder, token = s[1] or '', s[2] or '0'
 local pttl = redis.call('PTTL', KEYS[2])
 if pttl > 0 and holder ~= '' and holder ~= ARGV[1] then
-  return {0, holder, token, now + pttl, s[3] or '', s[4] or '0', s[5] or '0', pttl}
+  return {0, holder, token, now + pttl, s[3] or '', s[4] or '0', s[5] or '0', pttl, token}
 end
+local prior = token
 if tonumber(ARGV[3]) > tonumber(token) + 1 then
   redis.call('HSET', KEYS[1], 'token', ARGV[3])
 else
@@ -47,7 +52,7 @@ redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 if ARGV[5] == '1' then
   redis.call('PUBLISH', ARGV[4], 'acquired')
 end
-return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0', 0}
+return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0', 0, prior}
 `)
 
 // renewScript: ARGV holder, token, ttl ms, value, value stamp. Holder and
@@ -68,7 +73,11 @@ return {1, now + tonumber(ARGV[3])}
 // Acquire undoes its term: it leaves the previous term's value as it was,
 // and tells nobody, since no term changed hands; publishing it made every
 // candidate try again, and fail again, in a loop). The hash stays: its
-// counter is what keeps the next token growing.
+// counter is what keeps the next token growing. An undo also gives ARGV[7],
+// the counter before the attempt, and puts the counter back: no term had
+// that token, and a candidate cut off with one server would otherwise raise
+// that server's counter at every attempt, past the token of the term the
+// others then win, which the server could no longer join (joinScript).
 var releaseScript = goredis.NewScript(`
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
 if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
@@ -77,6 +86,8 @@ end
 redis.call('HSET', KEYS[1], 'holder', '')
 if ARGV[6] == '1' then
   redis.call('HSET', KEYS[1], 'value', ARGV[3], 'vtok', ARGV[2], 'vstamp', ARGV[4])
+elseif ARGV[7] then
+  redis.call('HSET', KEYS[1], 'token', ARGV[7])
 end
 redis.call('DEL', KEYS[2])
 if ARGV[6] == '1' then
@@ -107,6 +118,7 @@ type record struct {
 	// caller's: how long it has left by the server's clock.
 	remaining time.Duration
 	value     stamped
+	prior     uint64 // acquire: the server's counter before it
 }
 
 // stamped is a Value with the term that wrote it and the writer's clock at
@@ -147,6 +159,14 @@ func (p *Provider) nodeRenew(ctx context.Context, n *node, key, holder string, t
 	return res[0] == 1, time.UnixMilli(res[1]), nil
 }
 
+// nodeUndo releases a term that an Acquire won on n but does not keep, and
+// puts n's counter back to prior, where it was before the attempt.
+func (p *Provider) nodeUndo(ctx context.Context, n *node, key, holder string, token, prior uint64) error {
+	_, err := releaseScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
+		holder, strconv.FormatUint(token, 10), "", 0, p.channel(key), "0", strconv.FormatUint(prior, 10)).Int64()
+	return err
+}
+
 // nodeRelease stores value unless it is nil.
 func (p *Provider) nodeRelease(ctx context.Context, n *node, key, holder string, token uint64, value *string, stamp int64) (bool, error) {
 	v, store := "", "0"
@@ -172,7 +192,7 @@ func parseRecord(res []any) (record, error) {
 	bad := func(what string) (record, error) {
 		return record{}, fmt.Errorf("script replied %v: bad %s", res, what)
 	}
-	if len(res) != 8 {
+	if len(res) != 8 && len(res) != 9 {
 		return bad("length")
 	}
 	flag, ok1 := res[0].(int64)
@@ -192,6 +212,11 @@ func parseRecord(res []any) (record, error) {
 		return bad("token")
 	}
 	r := record{ok: flag == 1, holder: holder, token: token, value: stamped{value: value, token: vtok, stamp: vstamp, exists: vtok > 0}}
+	if len(res) == 9 {
+		if r.prior, err1 = strconv.ParseUint(fmt.Sprint(res[8]), 10, 64); err1 != nil {
+			return bad("counter")
+		}
+	}
 	if pttl > 0 {
 		r.remaining = time.Duration(pttl) * time.Millisecond
 	}
@@ -223,4 +248,64 @@ func (p *Provider) announce(key string) {
 			_ = n.c.Publish(ctx, p.channel(key), "acquired").Err() // a hint: a server down misses it
 		}()
 	}
+}
+
+// joinScript: ARGV holder, token, ttl ms. Under Redlock, a server that
+// does not have a term that a quorum has just renewed joins it, when no term
+// is live there and its counter is below the term's token (so it never saw
+// that token): it missed the Acquire (cut off, or a rival's attempt held it
+// then) or restarted empty. A term held by just a quorum would otherwise end
+// with the first of its servers lost. Replies 1 when it joined, -1 when a
+// term is live there, -2 when its counter has reached the token.
+var joinScript = goredis.NewScript(`
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return -1
+end
+if tonumber(s[2] or '0') >= tonumber(ARGV[2]) then
+  return -2
+end
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+return 1
+`)
+
+// join has the servers of p.nodes at idx, which refused a renewal of l,
+// join its term (joinScript), each call bounded by ctx and nodeTimeout, and
+// says how many did.
+func (p *Provider) join(ctx context.Context, l providers.Lease, idx []int) int {
+	joined := 0
+	for _, r := range each(ctx, p, nodeTimeout(l.TTL), func(ctx context.Context, n *node) (bool, error) {
+		if !slices.Contains(idx, slices.Index(p.nodes, n)) {
+			return false, nil
+		}
+		res, err := joinScript.Run(ctx, n.c, []string{p.stateKey(l.Key), p.liveKey(l.Key)},
+			l.Holder, strconv.FormatUint(l.Token, 10), l.TTL.Milliseconds()).Int64()
+		if res < 0 {
+			p.log.Debug("a server that does not have the term cannot join it", "key", l.Key, "server", n.addr,
+				"token", l.Token, "why", map[int64]string{-1: "another term is live there", -2: "its counter has reached the token"}[res])
+		}
+		return res == 1, err
+	}, nil, nil) {
+		if r.err == nil && r.v {
+			joined++
+		}
+	}
+	if joined > 0 {
+		p.log.Debug("servers that missed the term joined it", "key", l.Key, "token", l.Token, "joined", joined)
+	}
+	return joined
+}
+
+// joinLater is join in the background, for a renewal that succeeded
+// without the servers at idx: it does not wait for them.
+func (p *Provider) joinLater(l providers.Lease, idx []int) {
+	if len(idx) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(p.closed, nodeTimeout(l.TTL))
+		defer cancel()
+		p.join(ctx, l, idx)
+	}()
 }
