@@ -43,6 +43,12 @@ type policy interface {
 	giveUp(now time.Time) error
 }
 
+var (
+	_ policy = supervised{}
+	_ policy = (*perSlot)(nil)
+	_ policy = (*oneShot)(nil)
+)
+
 // competes is what supervised and perSlot share: no deadline, and another
 // term after one is over.
 type competes struct{}
