@@ -54,8 +54,8 @@ type Agent struct {
 
 	reloads chan reloadReq
 	ready   atomic.Bool
-	fleet   *fleet     // tags, balance, drain: fixed but for the drain
-	once    *onceState // RunOnce's job (once.go); nil under Run
+	fleet   *fleet   // tags, balance, drain: fixed but for the drain
+	once    *oneShot // RunOnce's policy, before it wraps its job's (once.go); nil under Run
 
 	mu      sync.Mutex
 	cfg     *config.Config
@@ -70,8 +70,8 @@ type runningJob struct {
 	provKey string
 }
 
-// end ends the job's election for reason, on its loop.
-func (r *runningJob) end(reason error) { r.l.post(func() { r.job.end(reason) }) }
+// retire retires the job for reason, on its loop.
+func (r *runningJob) retire(reason error) { r.l.post(func() { r.job.retire(reason) }) }
 
 type openProvider struct {
 	p    providers.Provider
@@ -252,9 +252,9 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 		case keep[r.spec.Name]:
 			continue
 		case restart[r.spec.Name]:
-			r.end(ErrConfigChanged)
+			r.retire(ErrConfigChanged)
 		default:
-			r.end(ErrJobRemoved)
+			r.retire(ErrJobRemoved)
 		}
 		stopping = append(stopping, r)
 	}
@@ -306,13 +306,15 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 }
 
 // newRunningJob is a job of spec on its store's loop, not started. prior is
-// the job it replaces after a reload (it has ended), or nil: the new job
+// the job it replaces after a reload (it has retired), or nil: the new job
 // keeps what it knew of the leader, so events and status do not start from
 // nothing.
 func (a *Agent) newRunningJob(spec *config.Job, key string, prior *runningJob) *runningJob {
 	j := newJob(spec, a.provs[key].loop, a.opts)
 	if a.once != nil {
-		j.once = a.once
+		once := *a.once
+		once.policy = j.policy
+		j.policy = &once
 		if j.runner != nil && a.once.Stdout != nil && a.once.Stderr != nil {
 			j.runner.stdout, j.runner.stderr = a.once.Stdout, a.once.Stderr
 		}
@@ -387,7 +389,7 @@ func (a *Agent) shutdown() error {
 	}
 	var loops []<-chan struct{}
 	for _, r := range a.jobs {
-		r.end(ErrStopping)
+		r.retire(ErrStopping)
 		loops = append(loops, r.done())
 	}
 	defer a.closeProviders()

@@ -1,5 +1,6 @@
 // Package agent runs the election of every job of a configuration:
-// candidate, leader, stepping down (election.go reads top to bottom). While
+// candidate, leader, stepping down (term.go reads a term's life top to
+// bottom; policy.go says how each kind of job competes between terms). While
 // it leads, a job supervises its `run` command or runs its scheduled `task`;
 // every change of leadership fires the job's hooks in order.
 //

@@ -46,7 +46,7 @@ func (j *job) checkClash(holder string) {
 // noteLeader fires on_leader_change when the leader differs from the one
 // this node knew.
 func (j *job) noteLeader(node string, token uint64) {
-	if j.spec.Mode == config.ModeLock {
+	if !j.policy.leads() {
 		return // every slot has a new winner: not a change of leader
 	}
 	if !j.known {

@@ -100,7 +100,7 @@ func (j *job) unfit() string {
 // refit is called when the job's fitness may have changed (health, drain):
 // a waiting candidate tries at once, or learns it must not.
 func (j *job) refit() {
-	if j.phase == candidate && j.spec.Mode != config.ModeLock && j.ending == nil {
+	if j.phase == candidate && j.spec.Mode != config.ModeLock && j.retiring == nil {
 		j.l.cancel(j.timer)
 		j.attempt()
 	}
@@ -520,7 +520,7 @@ func (m *members) rebalance() {
 			continue
 		}
 		if pick == nil || moveCost(j) < moveCost(pick) ||
-			(moveCost(j) == moveCost(pick) && (j.began.After(pick.began) || (j.began.Equal(pick.began) && j.spec.Name > pick.spec.Name))) {
+			(moveCost(j) == moveCost(pick) && (j.term.began.After(pick.term.began) || (j.term.began.Equal(pick.term.began) && j.spec.Name > pick.spec.Name))) {
 			pick = j
 		}
 	}
@@ -541,8 +541,8 @@ func (j *job) observe() {
 	j.phase = asking
 	j.l.observe(j.spec.Name, j.spec.RetryEvery+j.spec.TTL/2, func(l providers.Lease, err error) {
 		j.phase = candidate
-		if j.ending != nil {
-			j.finish()
+		if j.retiring != nil {
+			j.leave()
 			return
 		}
 		j.opDone(err)

@@ -105,7 +105,7 @@ func (j *job) check(ctx context.Context, h *config.Health, ev config.Event) erro
 		s.Kill()
 		<-s.Done()
 	}
-	j.runner.finished(s, timedOut)
+	j.runner.reap(s, timedOut)
 	switch {
 	case timedOut:
 		return fmt.Errorf("no result within %s", h.Timeout)

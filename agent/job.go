@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/electd/electd/config"
-	"github.com/electd/electd/providers"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -16,40 +15,33 @@ const (
 	asking                 // an Acquire or Observe is in flight
 	leading
 	stopping // the work stops, then the lease is released
-	ended
+	retired  // off its loop for good (job.retire)
 )
 
 // job is one job's election: a small struct driven by its loop.
 type job struct {
 	spec   *config.Job // in the configuration the job came from
 	l      *loop
+	policy policy      // how it competes: supervised, per slot, one shot (policy.go)
+	term   *term       // while it leads, and until the term's lease is released (term.go)
 	hooks  *hookRunner // nil when the job has no hooks
 	runner *runner     // nil when it runs no command
 	status
 
 	// Together, so that they take one word.
 	phase    phase
-	failed   bool  // the last renewal failed: retry at retry_every
-	renewing bool  // a renewal is in flight; they go one at a time
 	notified bool  // a notification came while asking
 	eligible bool  // its constraint admits this node
 	known    bool  // lastLeader is known (below)
 	backoffs uint8 // terms in a row whose work ended by itself, up to maxBackoffs
 
-	timer   *timer
-	lease   providers.Lease
-	term    term
-	began   time.Time
-	queued  *renewal
-	work    *leaderWork
-	slot    time.Time  // lock mode: the slot of this attempt
-	holdOff time.Time  // a candidate does not compete before
-	rushed  time.Time  // when a refused attempt was last retried at once on a notification
-	ending  error      // end was called: no new term
-	once    *onceState // RunOnce: one term only (once.go); nil under Run
-	started time.Time  // when the job started on this agent
-	health  *health    // its health check's state (health.go); nil without a check
-	task    *taskState // its runs as this node knows them (task.go); nil without a task
+	timer    *timer     // a candidate's next attempt
+	holdOff  time.Time  // a candidate does not compete before
+	rushed   time.Time  // when a refused attempt was last retried at once on a notification
+	retiring error      // why retire was called: no new term
+	started  time.Time  // when the job started on this agent
+	health   *health    // its health check's state (health.go); nil without a check
+	task     *taskState // its runs as this node knows them (task.go); nil without a task
 
 	// The leader as this node last knew it, for on_leader_change (events.go).
 	lastLeader string
@@ -60,14 +52,12 @@ type job struct {
 	mark, regressed uint64
 }
 
-type renewal struct {
-	value string
-	then  func(error)
-}
-
 // newJob is a job of spec, not started: its loop starts it.
 func newJob(spec *config.Job, l *loop, o Options) *job {
-	j := &job{spec: spec, l: l}
+	j := &job{spec: spec, l: l, policy: supervised{}}
+	if spec.Mode == config.ModeLock {
+		j.policy = &perSlot{}
+	}
 	log := j.log()
 	hooks := [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange, spec.OnTaskFailed, spec.OnTaskSucceeded}
 	if spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooks, func(as []config.Action) bool {
@@ -100,7 +90,7 @@ func newJob(spec *config.Job, l *loop, o Options) *job {
 	return j
 }
 
-// done is closed once the job has ended: its work stopped, its lease
+// done is closed once the job has retired: its work stopped, its lease
 // released. The channel is made when first asked for (at a reload or a
 // stop), not kept by every job for its whole life.
 func (j *job) done() <-chan struct{} {
@@ -108,7 +98,7 @@ func (j *job) done() <-chan struct{} {
 	defer j.mu.Unlock()
 	if j.doneCh == nil {
 		j.doneCh = make(chan struct{})
-		if j.ended {
+		if j.left {
 			close(j.doneCh)
 		}
 	}
@@ -122,7 +112,7 @@ func (j *job) holder() string { return j.l.fleet.holder }
 
 // inherit takes over what the job it replaces (after a reload) knew of the
 // leader: on_elected's previous_leader and a follower's since stay right.
-// prior has ended.
+// prior has retired.
 func (j *job) inherit(prior *job) {
 	j.known, j.lastLeader, j.clash = prior.known, prior.lastLeader, prior.clash
 	j.mark, j.regressed = prior.mark, prior.regressed

@@ -28,7 +28,7 @@ import (
 //     store can batch (renewals meet on a shared grid, see align), single
 //     requests from at most maxInflight workers per turn where it cannot.
 //
-// election.go holds what a job does with these; this file holds only the
+// term.go and election.go hold what a job does with these; this file holds only the
 // machinery.
 type loop struct {
 	prov     providers.Provider
@@ -388,7 +388,7 @@ func storeError(errs []error, answer error) error {
 
 // overdue marks the error of a request whose deadline passed as
 // context.DeadlineExceeded, which the job takes for a hung attempt to send
-// again (election.go): some clients report their own I/O timeout, set from
+// again (term.go): some clients report their own I/O timeout, set from
 // the context's deadline, or a closed connection instead.
 func overdue(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) ||

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/electd/electd/providers"
 )
 
 // A job run by RunOnce leads at most one term (`electd lock`): the election
 // loop, the timing rule, the stop protocol and the release are those of
-// every job; only the ends differ. The job gives up competing after
-// Once.Wait, and when its one term ends, for whatever reason, the job ends
-// instead of competing again. The hooks into election.go are the nil-safe
-// methods below: a job of Run has no onceState.
+// every job; only its policy differs (oneShot, below). The job gives up
+// competing after Once.Wait, and when its one term is over, for whatever
+// reason, the job retires instead of competing again.
 
 // ErrWaitTimeout is why a job of RunOnce ended without leading: it did not
 // get the lease within Once.Wait. The error wraps the store's last answer
@@ -61,7 +62,7 @@ func (a *Agent) RunOnce(ctx context.Context, o Once) error {
 		return fmt.Errorf("agent: RunOnce runs one job, not %d", len(a.cfg.Jobs))
 	}
 	defer a.opts.spares.Close()
-	a.once = &onceState{Once: o}
+	a.once = &oneShot{Once: o}
 	if o.Wait >= 0 {
 		a.once.deadline = a.opts.Clock.Now().Add(o.Wait)
 	}
@@ -78,25 +79,22 @@ func (a *Agent) RunOnce(ctx context.Context, o Once) error {
 	if err := a.shutdown(); err != nil {
 		return err
 	}
-	// The loop set ending before it closed done, which shutdown saw.
-	return r.ending
+	// The loop set retiring before it closed done, which shutdown saw.
+	return r.retiring
 }
 
-// onceState is what a job of RunOnce keeps besides a job's fields; only its
-// loop touches it.
-type onceState struct {
+// oneShot is RunOnce's policy (policy.go): the job's own, but the job gives
+// up competing after Once.Wait, and retires when its one term is over.
+type oneShot struct {
+	policy // the job's own: how it competes
 	Once
 	deadline  time.Time // zero: no deadline
 	attempted bool      // the first attempt was made
 	last      error     // the store's last answer to an Acquire
 }
 
-// beforeAttempt is asked before each attempt: the error to end the job
-// with once the deadline has passed, else nil.
-func (o *onceState) beforeAttempt(now time.Time) error {
-	if o == nil {
-		return nil
-	}
+// giveUp is the error to retire the job with once the deadline has passed.
+func (o *oneShot) giveUp(now time.Time) error {
 	if o.attempted && !o.deadline.IsZero() && !now.Before(o.deadline) {
 		if o.last == nil {
 			return fmt.Errorf("%w after %s", ErrWaitTimeout, o.Wait)
@@ -109,26 +107,24 @@ func (o *onceState) beforeAttempt(now time.Time) error {
 
 // capWait shortens a candidate's pause so that the deadline is noticed when
 // it comes, not a retry later.
-func (o *onceState) capWait(now time.Time, d time.Duration) time.Duration {
-	if o == nil || o.deadline.IsZero() {
+func (o *oneShot) capWait(now time.Time, d time.Duration) time.Duration {
+	if o.deadline.IsZero() {
 		return d
 	}
 	return max(min(d, o.deadline.Sub(now)), 0)
 }
 
-// answer records the store's answer to an Acquire.
-func (o *onceState) answer(err error) {
-	if o != nil && err != nil {
-		o.last = err
-	}
+// refused records the store's answer, for ErrWaitTimeout.
+func (o *oneShot) refused(j *job, held *providers.HeldError, err error) {
+	o.last = err
+	o.policy.refused(j, held, err)
 }
 
-// endOnce ends a job of RunOnce when its term has ended: no pause, no new
-// attempt. The first reason given stays (ErrStopping, when the agent
-// stopping ended the term).
-func (j *job) endOnce(reason error) {
-	if j.ending == nil {
-		j.ending = reason
+// termOver retires the job: no pause, no new attempt. The first reason
+// given stays (ErrStopping, when the agent stopping ended the term).
+func (o *oneShot) termOver(j *job, _ *term, reason error) {
+	if j.retiring == nil {
+		j.retiring = reason
 	}
-	j.finish()
+	j.leave()
 }

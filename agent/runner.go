@@ -101,10 +101,10 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	return s, nil
 }
 
-// finished records the end of s: flushes its output, logs and counts the
+// reap records the end of s: flushes its output, logs and counts the
 // outcome, which it returns ("ok", "timeout", "stopped" or "failed"). Call
 // once Done is closed.
-func (r *runner) finished(s *started, timedOut bool) string {
+func (r *runner) reap(s *started, timedOut bool) string {
 	r.mu.Lock()
 	delete(r.procs, s.Process)
 	r.mu.Unlock()
@@ -162,7 +162,7 @@ func (r *runner) exec(ev config.Event, e *config.Exec) {
 		r.log.Warn("exec hook timed out: killing its process group", "event", ev.Type, "timeout", timeout)
 		s.Kill()
 	}
-	r.finished(s, timedOut)
+	r.reap(s, timedOut)
 }
 
 // killAll SIGKILLs every running command (the agent's second signal).

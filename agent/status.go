@@ -122,7 +122,7 @@ type status struct {
 	// For the metrics (metrics.JobSample): leading from elected to
 	// demoted, and the events seen.
 	leading bool
-	ended   bool  // the job has ended (job.done)
+	left    bool  // the job has left its loop (job.done)
 	next    int32 // the oldest transition in history, once it is full
 	doneCh  chan struct{}
 	st      JobStatus

@@ -70,7 +70,7 @@ func (j *job) watchAfter(d time.Duration) {
 func (j *job) watchRecord() {
 	t := j.task
 	t.watch = nil
-	if j.phase == ended {
+	if j.phase == retired {
 		return
 	}
 	every := watchEvery(j.spec)
@@ -84,7 +84,7 @@ func (j *job) watchRecord() {
 	t.watching = true
 	j.l.observe(j.spec.Name, j.spec.RetryEvery+j.spec.TTL/2, func(l providers.Lease, err error) {
 		t.watching = false
-		if err == nil && j.phase != ended && j.phase != leading && j.phase != stopping {
+		if err == nil && j.phase != retired && j.phase != leading && j.phase != stopping {
 			j.sawRecord(parseRecord(l.Value))
 		}
 	})
@@ -93,7 +93,7 @@ func (j *job) watchRecord() {
 // taskNotified: the store says the job's lease may have changed: read the
 // record soon (a lock-mode run has just ended and released it).
 func (j *job) taskNotified() {
-	if j.task != nil && j.phase != leading && j.phase != stopping && j.phase != ended {
+	if j.task != nil && j.phase != leading && j.phase != stopping && j.phase != retired {
 		j.watchAfter(100 * time.Millisecond)
 	}
 }
@@ -147,9 +147,9 @@ func describeResult(r *TaskRun) string {
 	return s
 }
 
-// taskEnded is the end of a run this node ran or skipped: the record shown,
-// the metrics, the log and the task hooks.
-func (j *job) taskEnded(rec slotRecord, r *TaskRun, output string, ev config.Event) {
+// showOutcome shows the outcome of a run this node ran or skipped: the
+// record shown, the metrics, the log and the task hooks.
+func (j *job) showOutcome(rec slotRecord, r *TaskRun, output string, ev config.Event) {
 	j.sawRecord(rec)
 	if m := j.l.metrics; m != nil {
 		m.TaskRuns.WithLabelValues(j.spec.Name, r.Result).Inc()
@@ -257,7 +257,7 @@ func (a *Agent) Trigger(ctx context.Context, name string) (uint64, error) {
 			return 0, fmt.Errorf("trigger %q: %w", name, err)
 		}
 		r.l.post(func() {
-			if t := r.task; t != nil && r.phase != ended {
+			if t := r.task; t != nil && r.phase != retired {
 				t.waitFor = max(t.waitFor, n)
 				r.triggerNotified()
 				r.watchAfter(closeWatch)
@@ -297,7 +297,7 @@ func request(ctx context.Context, p providers.Provider, key, holder string, ttl 
 // triggerNotified: a trigger request may have been made; the leader reads
 // the key now.
 func (j *job) triggerNotified() {
-	if w := j.work; w != nil && j.phase == leading && j.spec.Task != nil && j.spec.Mode != config.ModeLock {
-		w.checkTrigger()
+	if j.phase == leading && j.term.work != nil && j.spec.Task != nil && j.spec.Mode != config.ModeLock {
+		j.term.work.checkTrigger()
 	}
 }

@@ -87,7 +87,7 @@ func fakeClockJob(t *testing.T, spec config.Job, o Options, prepare func(provide
 	j := newJob(&spec, l, o)
 	l.post(j.start)
 	t.Cleanup(func() {
-		l.post(func() { j.end(ErrStopping) })
+		l.post(func() { j.retire(ErrStopping) })
 		<-j.done()
 		l.close()
 	})

@@ -13,11 +13,12 @@ import (
 )
 
 // leaderWork is what a leader runs: the `run` command under its restart
-// policy, or the `task` on its schedule. It lives for one term. Its steps
-// run on the job's loop (job.onWork), which alone touches the lease: an
+// policy, or the `task` on its schedule. It lives for one term, t. Its steps
+// run on the job's loop (term.onWork), which alone touches the lease: an
 // error a step returns is the reason the term ends.
 type leaderWork struct {
 	j       *job
+	t       *term
 	elected config.Event
 	slot    time.Time // lock mode: the slot the lease was taken for
 
@@ -38,7 +39,7 @@ type leaderWork struct {
 
 // after runs step on the loop after d, while the term lasts.
 func (w *leaderWork) after(d time.Duration, step func() error) {
-	w.timers = append(w.timers, w.j.l.after(d, func() { w.j.onWork(w, step) }))
+	w.timers = append(w.timers, w.j.l.after(d, func() { w.t.onWork(step) }))
 }
 
 // watchExit runs step on the loop when s exits, while the term lasts.
@@ -46,12 +47,12 @@ func (w *leaderWork) watchExit(s *started, step func(*started) error) {
 	j := w.j
 	go func() {
 		<-s.Done()
-		j.l.post(func() { j.onWork(w, func() error { return step(s) }) })
+		j.l.post(func() { w.t.onWork(func() error { return step(s) }) })
 	}()
 }
 
-// quit cancels the work's timers; on the loop, before stop.
-func (w *leaderWork) quit() {
+// cancelTimers cancels the work's timers; on the loop, before stop.
+func (w *leaderWork) cancelTimers() {
 	for _, t := range w.timers {
 		w.j.l.cancel(t)
 	}
@@ -147,7 +148,7 @@ func (w *leaderWork) runExited(s *started) error {
 		return nil
 	}
 	w.child = nil
-	w.j.runner.finished(s, false)
+	w.j.runner.reap(s, false)
 	code := s.ExitCode()
 	if err := w.countFailure(code); err != nil {
 		return err
@@ -170,7 +171,7 @@ func (w *leaderWork) taskExited(s *started) error {
 		return nil
 	}
 	timedOut := w.taskTimedOut
-	w.j.runner.finished(s, timedOut)
+	w.j.runner.reap(s, timedOut)
 	w.task, w.taskTimedOut = nil, false
 	code := s.ExitCode()
 	result := ResultSucceeded
@@ -180,7 +181,7 @@ func (w *leaderWork) taskExited(s *started) error {
 	case code != 0:
 		result = ResultFailed // a death by a signal the agent did not send included
 	}
-	w.endRun(result, &code, "", s.tail.String())
+	w.setOutcome(result, &code, "", s.tail.String())
 	if w.j.spec.Mode == config.ModeLock {
 		return fmt.Errorf("%w: the task run finished", ErrSlotDone) // the release carries the record
 	}
@@ -218,7 +219,7 @@ func (w *leaderWork) inherit(rec slotRecord) {
 	w.rec.run = &lost
 	w.j.log().Warn("the last run died with the node that ran it", "node", r.Node, "token", r.Token,
 		"slot", r.Slot.Format(time.RFC3339))
-	w.j.taskEnded(w.rec, &lost, "", w.elected)
+	w.j.showOutcome(w.rec, &lost, "", w.elected)
 }
 
 // startsAt is when slot's run starts: random_delay after it.
@@ -233,9 +234,9 @@ func (w *leaderWork) slotDue(slot time.Time) error {
 		// The record keeps the run in progress: the skip is this node's
 		// to show (history, metrics, on_task_failed).
 		now := w.stamp()
-		skipped := &TaskRun{Slot: slot.UTC(), EndedAt: &now, Result: ResultSkipped, Node: w.j.node(), Token: w.j.lease.Token,
+		skipped := &TaskRun{Slot: slot.UTC(), EndedAt: &now, Result: ResultSkipped, Node: w.j.node(), Token: w.t.lease.Token,
 			Why: "the previous run was still running"}
-		w.j.taskEnded(w.rec, skipped, "", w.elected)
+		w.j.showOutcome(w.rec, skipped, "", w.elected)
 		w.j.recordRun(Transition{Time: now, Type: TransitionTaskRun, Leader: skipped.Node, Token: skipped.Token, Reason: describeResult(skipped), Run: skipped})
 	} else if err := w.runSlot(slot); err != nil {
 		return err
@@ -292,7 +293,7 @@ func (w *leaderWork) checkTrigger() {
 	j := w.j
 	j.l.observe(triggerKey(j.spec.Name), j.spec.RenewEvery, func(l providers.Lease, err error) {
 		w.polling = false
-		j.onWork(w, func() error {
+		w.t.onWork(func() error {
 			if err != nil {
 				j.log().Debug("cannot read the trigger requests", "error", err)
 				return nil
@@ -309,13 +310,13 @@ func (w *leaderWork) checkTrigger() {
 // this term.
 func (w *leaderWork) record(rec slotRecord, slot time.Time, trigger uint64) {
 	now := w.stamp()
-	run := &TaskRun{Slot: slot.UTC(), StartedAt: &now, Result: ResultRunning, Node: w.j.node(), Token: w.j.lease.Token, Trigger: trigger}
+	run := &TaskRun{Slot: slot.UTC(), StartedAt: &now, Result: ResultRunning, Node: w.j.node(), Token: w.t.lease.Token, Trigger: trigger}
 	rec.run = run
 	w.prior, w.rec, w.recording = w.rec, rec, true
 	w.j.sawRecord(rec)
-	w.j.renew(renewal{value: rec.String(), then: func(err error) {
+	w.t.renew(renewal{value: rec.String(), then: func(err error) {
 		w.recording = false
-		w.j.onWork(w, func() error { return w.startTask(run, err) })
+		w.t.onWork(func() error { return w.startTask(run, err) })
 	}})
 }
 
@@ -323,7 +324,7 @@ func (w *leaderWork) record(rec slotRecord, slot time.Time, trigger uint64) {
 // renewal, so that the other nodes see a run's outcome soon. A renewal that
 // fails leaves the record to the next one.
 func (w *leaderWork) write() {
-	w.j.renew(renewal{value: w.rec.String(), then: func(error) {}})
+	w.t.renew(renewal{value: w.rec.String(), then: func(error) {}})
 }
 
 // startTask starts the task for run once its record is in the store
@@ -343,7 +344,7 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 			return nil
 		}
 		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
-		w.endRun(ResultSkipped, nil, "the slot could not be recorded in the store", "")
+		w.setOutcome(ResultSkipped, nil, "the slot could not be recorded in the store", "")
 		if lock {
 			return fmt.Errorf("%w: the slot could not be recorded", ErrSlotDone)
 		}
@@ -360,7 +361,7 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 	if err != nil {
 		log.Error("cannot start the task", "error", err)
 		w.j.runner.count(ev.Type, "task", "failed")
-		w.endRun(ResultFailed, nil, "not started: "+err.Error(), "")
+		w.setOutcome(ResultFailed, nil, "not started: "+err.Error(), "")
 		if lock {
 			return fmt.Errorf("%w: the task could not start: %v", ErrCannotStart, err)
 		}
@@ -381,10 +382,10 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 	return nil
 }
 
-// endRun sets the outcome of the run in the record, shows it and fires the
-// task hooks. The record reaches the store with the next renewal (write)
+// setOutcome sets the outcome of the run in the record, shows it and fires
+// the task hooks. The record reaches the store with the next renewal (write)
 // or the release.
-func (w *leaderWork) endRun(result string, code *int, why, output string) {
+func (w *leaderWork) setOutcome(result string, code *int, why, output string) {
 	now := w.stamp()
 	done := *w.rec.run
 	done.EndedAt, done.Result, done.ExitCode, done.Why = &now, result, code, why
@@ -404,7 +405,7 @@ func (w *leaderWork) endRun(result string, code *int, why, output string) {
 	default:
 		log.Warn("task run ended", "why", why)
 	}
-	w.j.taskEnded(w.rec, &done, output, w.elected)
+	w.j.showOutcome(w.rec, &done, output, w.elected)
 }
 
 // stopped is called on the loop once stop has returned: a run it stopped
@@ -423,28 +424,28 @@ func (w *leaderWork) stopped(reason error) string {
 		if w.taskTimedOut {
 			result, why = ResultTimedOut, ""
 		}
-		w.endRun(result, &code, why, s.tail.String())
+		w.setOutcome(result, &code, why, s.tail.String())
 	}
 	return w.rec.String()
 }
 
 // stop ends the work: stop signal to each process group, SIGKILL after the
 // grace, and returns once everything is gone. It runs off the loop, after
-// quit: no new work starts.
+// cancelTimers: no new work starts.
 func (w *leaderWork) stop() {
 	if s := w.child; s != nil {
 		run := w.j.spec.Run
 		if s.Stop(signalOr(run.StopSignal), run.StopTimeout) {
 			w.j.log().Warn("run command did not stop within stop_timeout: killed its process group", "stop_timeout", run.StopTimeout)
 		}
-		w.j.runner.finished(s, false)
+		w.j.runner.reap(s, false)
 	}
 	if s := w.task; s != nil {
 		task := w.j.spec.Task
 		if s.Stop(signalOr(task.StopSignal), task.StopTimeout) {
 			w.j.log().Warn("task did not stop within stop_timeout: killed its process group", "stop_timeout", task.StopTimeout)
 		}
-		w.j.runner.finished(s, w.taskTimedOut)
+		w.j.runner.reap(s, w.taskTimedOut)
 		w.stoppedTask = s // its record is written on the loop (stopped)
 	}
 }
