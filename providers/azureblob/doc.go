@@ -50,4 +50,8 @@
 //
 // Not verified here: real Azure Storage, Azure RBAC, `DefaultAzureCredential`, accounts with a
 // hierarchical namespace (Data Lake Gen2).
+//
+// TestSASToken runs every operation with a container SAS of exactly rwc;
+// TestStoreRestart and TestLeaseIsTheTruth back the failure behaviour of
+// docs/providers/azure_blob.md.
 package azureblob

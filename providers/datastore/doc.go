@@ -73,4 +73,8 @@
 // Not verified here: production Datastore (no project or credentials on these machines), so its
 // pessimistic locking, IAM and the credentials paths other than the emulator's are exercised only as the
 // client library exercises them.
+//
+// TestClockSkewBound plays a candidate whose clock is ahead, at the bound less
+// 50 ms and more 800 ms; TestRemaining waits out a refusal's Remaining;
+// TestBatch measures a batch of 122.
 package datastore

@@ -105,4 +105,14 @@
 // batch item and `Notify` fail, without a verdict, when etcd is unreachable. The package's tests take
 // about 55 s, much of it the suite's store-down case (four 5 s deadlines against a closed port) and the
 // wait for a session to expire.
+//
+// The figures of docs/providers/etcd.md come from TestRestart (the token
+// through a SIGKILL and restart), TestExpiryNotEarly, TestAcquireAfterSeenRelease
+// (one transaction, no read or grant, counted on etcd's /metrics),
+// TestEtcd/NotifyCompacted, TestChain (the cases of the expiry proof),
+// TestCrashTakeover, TestLiveLeaseNotRevoked and
+// TestLiveLeaseOftenRenewedNotRevoked (go test -count=1 -run
+// 'TestCrashTakeover|TestLiveLease|TestChain' -v ./providers/etcd/),
+// TestAcquireReleaseManyRequests, TestRenewManyRequests and
+// TestRenewManyLowMaxTxnOps.
 package etcd

@@ -97,4 +97,8 @@
 // module cache and an empty build cache; 1 min 52 s in the shared checkout while other builds ran.
 // The binary is 45 MB. Tests start it with `--handler=sqlite --sqlite-url=file:DIR/data/
 // --listen-addr=127.0.0.1:PORT --debug-addr=- --telemetry=disable` in a fresh temporary directory.
+//
+// TestLogBounded also writes an entry behind the log's end and checks that it
+// is refused; TestBulkLimitFerretDB records FerretDB's limit on update
+// commands, and TestBatch checks each verdict of 302 jobs.
 package mongodb

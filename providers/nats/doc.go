@@ -67,4 +67,8 @@
 //
 // Not verified here beyond the cluster suite's short runs: a NATS cluster over many faults; credentials files
 // (JWT and NKey: the operator mode needs an account server set up with `nsc`), and NATS 2.10 or later.
+//
+// TestBucket races six agents creating the bucket, 150 rounds;
+// TestServerRestart SIGKILLs and restarts nats-server on its store directory;
+// TestAuth and TestTLS check the errors of a wrong user or certificate.
 package nats

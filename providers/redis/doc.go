@@ -62,4 +62,8 @@
 //
 // Not verified here: `tls = true` (no TLS server in the test set-up), Redis versions other than 7.0,
 // managed Redis services, replica failover.
+//
+// The figures of docs/providers/redis.md come from TestBatch, TestServerRestart
+// (with and without persistence, SIGKILL included), and the agent's
+// TestFailoverRedlock and TestFailoverRedis (tokens across a lost write).
 package redis

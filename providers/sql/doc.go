@@ -48,4 +48,9 @@
 // lease, median 27-40 ms (PostgreSQL 3.5-7 ms in the same runs); the bell
 // rings within 1 ms of the release's commit, the rest is MariaDB's Release and
 // AcquireMany transactions on the loaded machine (3-30 ms and 7-160 ms each).
+//
+// The agent's TestFailoverPostgres (a primary and an asynchronous standby,
+// the terms won 1 2 3 4 with the agent's mark) and systest's
+// TestBalanceAcrossAgents/postgres (the connection pool) back the claims of
+// docs/providers/sql.md on replication and connections.
 package sql

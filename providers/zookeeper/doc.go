@@ -97,4 +97,9 @@
 //
 // Not verified here: quorum loss of an ensemble, a lagging follower, TLS (not supported by this
 // provider), SASL/Kerberos. An ensemble of three under partitions: see below.
+//
+// The figures of docs/providers/zookeeper.md come from TestZooKeeper/Digest,
+// TestZooKeeper/Lapse (a holder alive but not renewing), TestZooKeeper/CrashedHolder
+// (a holder SIGKILLed after its Acquire) and TestPartition (a holder cut off;
+// both outcomes of its next renewal).
 package zookeeper
