@@ -107,7 +107,7 @@
 // wait for a session to expire.
 //
 // The figures of docs/providers/etcd.md come from TestRestart (the token
-// through a SIGKILL and restart), TestExpiryNotEarly, TestAcquireAfterSeenRelease
+// through a SIGKILL and restart), TestEtcd/ExpiryNotEarly, TestAcquireAfterSeenRelease
 // (one transaction, no read or grant, counted on etcd's /metrics),
 // TestEtcd/NotifyCompacted, TestChain (the cases of the expiry proof),
 // TestCrashTakeover, TestLiveLeaseNotRevoked and
