@@ -79,7 +79,7 @@ func (c *contender) startChild(token string) error {
 	cmd.Env = append(os.Environ(), "ELECTD_NODE="+c.node, "ELECTD_TOKEN="+token)
 	// Its own group, stopped as a group, as electd stops its run child;
 	// and SIGKILL when this contender dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = groupDyingWithUs()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start child: %w", err)
 	}

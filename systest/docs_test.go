@@ -2,8 +2,10 @@ package systest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,65 @@ func TestDocsStandAlone(t *testing.T) {
 	}
 	if links < 20 {
 		t.Errorf("only %d relative links checked: is the pattern still right?", links)
+	}
+}
+
+// TestDesignNotesImports: docs/DESIGN-NOTES.md has a row for every package
+// of the module, and each row's "depends on" names exactly the packages of
+// the module that the package imports (tests aside), as go list reports
+// them: the notes are the import graph as it is.
+func TestDesignNotesImports(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/electd/electd/"
+	imports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		var own []string
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, module) {
+				own = append(own, strings.TrimPrefix(imp, module))
+			}
+		}
+		sort.Strings(own)
+		imports[strings.TrimPrefix(fields[0], module)] = strings.Join(own, " ")
+	}
+
+	notes, err := os.ReadFile(filepath.Join(root, "docs", "DESIGN-NOTES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9/-]+)` \\|.*\\| ([^|]*) \\|$")
+	quoted := regexp.MustCompile("`([a-z0-9/-]+)`")
+	documented := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(notes), -1) {
+		pkg := m[1]
+		documented[pkg] = true
+		var deps []string
+		for _, d := range quoted.FindAllStringSubmatch(m[2], -1) {
+			deps = append(deps, d[1])
+		}
+		sort.Strings(deps)
+		want, ok := imports[pkg]
+		if !ok {
+			t.Errorf("DESIGN-NOTES.md has a row for %s, which is not a package of the module", pkg)
+			continue
+		}
+		if got := strings.Join(deps, " "); got != want {
+			t.Errorf("DESIGN-NOTES.md: %s depends on %q, but it imports %q", pkg, got, want)
+		}
+	}
+	for pkg := range imports {
+		if !documented[pkg] {
+			t.Errorf("DESIGN-NOTES.md has no row for the package %s", pkg)
+		}
 	}
 }

@@ -39,4 +39,9 @@
 //
 // Without a shim (Spec.Shim empty) only the group is stopped, and only the
 // command gets SIGKILL when the agent dies.
+//
+// The package works on Linux only (the *_linux.go files). Elsewhere
+// (proc_other.go) Start refuses with an error that wraps ErrCannotStart and
+// says so, and the rest does nothing, so that the agent, the API and the
+// command line still build there, to be read, vetted and tested.
 package proc

@@ -6,7 +6,7 @@
 // It is a binary of its own, beside electd or in ../lib/electd/, because it
 // starts for every command: with a few packages to initialise it has a
 // command running in about 2 ms, where the whole electd binary, with every
-// store's SDK, takes about 10 (docs/benchmarks.md). Without it electd
+// store's SDK, takes about 10 (bench/NOTES.md). Without it electd
 // re-executes itself as the shim, which works the same, only slower. The
 // agent also keeps one started ahead of the next command (proc.Spares), so
 // that a handover does not wait for it at all.

@@ -6,29 +6,115 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/electd/electd/config"
 )
 
-// command is a subcommand's flags and what its -h prints. Every subcommand
-// parses its arguments through it, so all of them take flags before and
-// after their positional arguments, honour "--", and refuse arguments they
-// would otherwise drop silently.
+// command is a running command: the flags of its entry in the table
+// (commands.go), parsed by the flag package, and what its -h prints. Every
+// command parses its arguments through it, so all of them take flags
+// before and after their positional arguments, honour "--", and refuse
+// arguments they would otherwise drop silently.
 type command struct {
 	*flag.FlagSet
-	operands string // the positionals in the usage line: "JOB", "[PATH...]"
-	about    string // one sentence on what the command does
-	min, max int    // how many positionals it takes; max < 0: no limit
+	spec cmdSpec
+	vals map[string]any // the flags' values, by name: *bool, *string, ...
+	vars []config.Var   // what -var and -var-file set, in the order given
 }
 
-func newCommand(name, operands string, min, max int, about string) *command {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// newCommand builds the command name of the table with its flags, ready to
+// parse. The name must be in the table.
+func newCommand(name string) *command {
+	spec, ok := lookupCommand(name)
+	if !ok {
+		panic("electd: no command " + name + " in the table")
+	}
+	return newCommandFrom(spec)
+}
+
+func newCommandFrom(spec cmdSpec) *command {
+	fs := flag.NewFlagSet(spec.name, flag.ContinueOnError)
 	// parse prints errors and usage itself: help goes to stdout, errors to
 	// stderr, which the flag package cannot tell apart.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &command{FlagSet: fs, operands: operands, about: about, min: min, max: max}
+	c := &command{FlagSet: fs, spec: spec, vals: map[string]any{}}
+	for _, f := range spec.flags {
+		c.define(f)
+	}
+	return c
 }
+
+// define registers f with the flag package's own values, so that -h prints
+// it exactly as the flag package does.
+func (c *command) define(f flagSpec) {
+	var v any
+	switch f.kind {
+	case boolFlag:
+		def, _ := f.def.(bool)
+		v = c.Bool(f.name, def, f.usage)
+	case stringFlag:
+		def, _ := f.def.(string)
+		if fn, ok := f.def.(func() string); ok {
+			def = fn()
+		}
+		v = c.String(f.name, def, f.usage)
+	case durationFlag:
+		def, _ := f.def.(time.Duration)
+		v = c.Duration(f.name, def, f.usage)
+	case optDurationFlag:
+		p := new(optionalDuration)
+		c.Var(p, f.name, f.usage)
+		v = p
+	case pathsFlag:
+		p := new(stringList)
+		c.Var(p, f.name, f.usage)
+		v = p
+	case inputVarFlag:
+		c.Func(f.name, f.usage, func(s string) error {
+			v, err := config.ParseVar(s)
+			if err != nil {
+				return err
+			}
+			c.vars = append(c.vars, v)
+			return nil
+		})
+		v = &c.vars
+	case inputVarFileFlag:
+		c.Func(f.name, f.usage, func(s string) error {
+			c.vars = append(c.vars, config.Var{File: s})
+			return nil
+		})
+		v = &c.vars
+	default:
+		panic(fmt.Sprintf("electd %s: flag -%s of an unknown kind %d", c.Name(), f.name, f.kind))
+	}
+	c.vals[f.name] = v
+}
+
+// flagValue is where the flag name keeps its value. A name the table does
+// not give the command, or of another kind, is a mistake in the code, found
+// by any run of the command (its -h included): it panics.
+func flagValue[T any](c *command, name string) T {
+	v, ok := c.vals[name].(T)
+	if !ok {
+		panic(fmt.Sprintf("electd %s: the table gives no flag -%s of type %T", c.Name(), name, v))
+	}
+	return v
+}
+
+func (c *command) boolFlag(name string) *bool              { return flagValue[*bool](c, name) }
+func (c *command) stringFlag(name string) *string          { return flagValue[*string](c, name) }
+func (c *command) durationFlag(name string) *time.Duration { return flagValue[*time.Duration](c, name) }
+func (c *command) pathsFlag(name string) *stringList       { return flagValue[*stringList](c, name) }
+func (c *command) optDurationFlag(name string) *optionalDuration {
+	return flagValue[*optionalDuration](c, name)
+}
+
+// inputVars is what -var and -var-file set, on one list in the order
+// given: a later one wins, as in Terraform.
+func (c *command) inputVars() *[]config.Var { return flagValue[*[]config.Var](c, "var") }
 
 // parse parses args and returns the positionals. ok is false when the
 // command must stop with exit: 0 after -h (usage on stdout), 2 after a bad
@@ -38,15 +124,12 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) (pos []string, 
 	err := c.Parse(flags)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		if s, ok := stdout.(*helpSink); ok {
-			s.cmd = c // the man page and completions read the command itself
-		}
 		c.usage(stdout)
 		return nil, 0, false
-	case err == nil && len(pos) < c.min:
-		err = fmt.Errorf("missing %s", c.operands)
-	case err == nil && c.max >= 0 && len(pos) > c.max:
-		err = fmt.Errorf("unexpected argument %q", pos[c.max])
+	case err == nil && len(pos) < c.spec.min:
+		err = fmt.Errorf("missing %s", c.spec.operands)
+	case err == nil && c.spec.max != anyNumber && len(pos) > c.spec.max:
+		err = fmt.Errorf("unexpected argument %q", pos[c.spec.max])
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "electd %s: %v\n\n", c.Name(), err)
@@ -97,40 +180,11 @@ func (c *command) takesValue(a string) bool {
 // usage prints the usage line, what the command does, and its flags with
 // their descriptions and defaults.
 func (c *command) usage(w io.Writer) {
-	hasFlags := false
-	c.VisitAll(func(*flag.Flag) { hasFlags = true })
-	line := "Usage: electd " + c.Name()
-	if hasFlags {
-		line += " [flags]"
-	}
-	if c.operands != "" {
-		line += " " + c.operands
-	}
-	fmt.Fprintf(w, "%s\n\n%s\n", line, c.about)
-	if hasFlags {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", c.spec.line(), c.spec.about)
+	if len(c.spec.flags) > 0 {
 		fmt.Fprint(w, "\nFlags:\n")
 		c.SetOutput(w)
 		c.PrintDefaults()
 		c.SetOutput(io.Discard)
 	}
-}
-
-// varFlags registers -var and -var-file, which set the configuration's
-// input variables, on one list in the order given: a later one wins, as in
-// Terraform.
-func (c *command) varFlags() *[]config.Var {
-	var vars []config.Var
-	c.Func("var", "set an input variable: `NAME=VALUE` (repeatable; a later -var or -var-file wins)", func(s string) error {
-		v, err := config.ParseVar(s)
-		if err != nil {
-			return err
-		}
-		vars = append(vars, v)
-		return nil
-	})
-	c.Func("var-file", "set input variables from `FILE`, NAME = VALUE lines in HCL, or JSON when it ends in .json (repeatable)", func(s string) error {
-		vars = append(vars, config.Var{File: s})
-		return nil
-	})
-	return &vars
 }

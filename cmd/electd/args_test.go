@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -171,10 +170,11 @@ func TestHelp(t *testing.T) {
 		"reload":    {"Usage: electd reload [flags]\n", "-addr URL", "-token TOKEN", "-json", "as SIGHUP does"},
 	}
 	var names []string
-	for name := range subcommands {
-		names = append(names, name)
+	for _, s := range commands() {
+		if !s.hidden {
+			names = append(names, s.name)
+		}
 	}
-	sort.Strings(names)
 	for _, name := range names {
 		for _, h := range []string{"-h", "-help", "--help"} {
 			t.Run(name+" "+h, func(t *testing.T) {
@@ -217,9 +217,8 @@ func checkHelpShape(t *testing.T, help string) {
 }
 
 func TestSplitArgs(t *testing.T) {
-	fs := newCommand("x", "[ARG...]", 0, -1, "A command for the test.")
-	fs.String("addr", "", "address")
-	fs.Bool("json", false, "json")
+	fs := newCommandFrom(cmdSpec{name: "x", operands: "[ARG...]", max: anyNumber, about: "A command for the test.",
+		flags: []flagSpec{{"addr", stringFlag, "", "address"}, {"json", boolFlag, false, "json"}}})
 	cases := []struct {
 		args, flags, pos string
 	}{

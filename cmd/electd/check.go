@@ -10,19 +10,17 @@ import (
 // cmdCheck is `electd check`: parse and validate the configuration, print
 // every problem with its source line, exit 1 on errors (warnings pass).
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("check", "[PATH...]", 0, -1,
-		"Parse and validate the configuration at each PATH and -config, print every problem with its source line, and exit 1 on errors (warnings pass).")
-	var paths stringList
-	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
-	asJSON := fs.Bool("json", false, "print the result as JSON on stdout, in the shape of terraform validate -json")
-	noEnv := fs.Bool("no-env", false, "validate without the environment (for CI): env(NAME) without a default is an unknown string, env(NAME, DEFAULT) is DEFAULT, ELECTD_VAR_* is not read, and a variable without a value is unknown")
-	unsafeConfig := fs.Bool("allow-unsafe-config", false, "accept configuration files that are world-writable or owned by another user, as run -allow-unsafe-config does")
-	vars := fs.varFlags()
+	fs := newCommand("check")
+	configs := fs.pathsFlag("config")
+	asJSON := fs.boolFlag("json")
+	noEnv := fs.boolFlag("no-env")
+	unsafeConfig := fs.boolFlag("allow-unsafe-config")
+	vars := fs.inputVars()
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
 	}
-	paths = append(paths, pos...)
+	paths := append(*configs, pos...)
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}

@@ -16,12 +16,11 @@ import (
 // cmdDrain is `electd drain`: the agent hands over every job gracefully and
 // competes for none until `electd drain -cancel` or a restart.
 func cmdDrain(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("drain", "", 0, 0,
-		"Ask a running agent to hand over every job it leads (stop its work, release the lease) and compete for none, until `electd drain -cancel` or the agent restarts. Waits until no job leads here.")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
-	cancel := fs.Bool("cancel", false, "end the drain: the agent competes again")
-	wait := fs.Duration("wait", 2*time.Minute, "wait at most `D` for every job to be handed over (0: do not wait)")
+	fs := newCommand("drain")
+	addr := fs.stringFlag("addr")
+	token := fs.stringFlag("token")
+	cancel := fs.boolFlag("cancel")
+	wait := fs.durationFlag("wait")
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}
@@ -73,10 +72,9 @@ func cmdDrain(args []string, stdout, stderr io.Writer) int {
 // cmdHistory is `electd history JOB`: the last leadership changes of JOB as
 // the agent saw them, with the reason of each.
 func cmdHistory(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("history", "JOB", 1, 1,
-		"Show the last leadership changes of JOB that a running agent saw: when, what (elected, demoted, leader_change), the leader and the previous one, the fencing token, and why (elected, lost, released, unhealthy, preempted, balanced, drained, ...); and, for a task job, its last runs (task_run: when it ended, the node that ran it as LEADER, the result as REASON), on whichever node they ran.")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	asJSON := fs.Bool("json", false, "print the history as JSON, as GET /v1/jobs/JOB/history returns it")
+	fs := newCommand("history")
+	addr := fs.stringFlag("addr")
+	asJSON := fs.boolFlag("json")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit

@@ -26,11 +26,10 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 }
 
 func runFmt(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newCommand("fmt", "[PATH...]", 0, -1,
-		"Rewrite the *.hcl files at each PATH (a file or a directory; default the current directory; \"-\" reads stdin and writes stdout) in canonical format, and list the files it changed.")
-	check := fs.Bool("check", false, "write nothing; list the files that are not formatted and exit 1 if any")
-	diff := fs.Bool("diff", false, "print the changes as a unified diff")
-	write := fs.Bool("write", true, "write the result back to the file (-write=false only lists the files)")
+	fs := newCommand("fmt")
+	check := fs.boolFlag("check")
+	diff := fs.boolFlag("diff")
+	write := fs.boolFlag("write")
 	paths, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit

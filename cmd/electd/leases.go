@@ -21,19 +21,17 @@ import (
 // cmdLeases is `electd leases`: ask the providers directly who holds each
 // job. It needs no running agent, only the configuration and the stores.
 func cmdLeases(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("leases", "[PATH...]", 0, -1,
-		"Ask the lease stores of the configuration at each PATH and -config who holds each job; no agent needs to run.")
-	var paths stringList
-	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
-	asJSON := fs.Bool("json", false, "print the leases as JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the stores, in all")
-	unsafeConfig := fs.Bool("allow-unsafe-config", false, "read configuration files that are world-writable or owned by another user")
-	vars := fs.varFlags()
+	fs := newCommand("leases")
+	configs := fs.pathsFlag("config")
+	asJSON := fs.boolFlag("json")
+	timeout := fs.durationFlag("timeout")
+	unsafeConfig := fs.boolFlag("allow-unsafe-config")
+	vars := fs.inputVars()
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
 	}
-	paths = append(paths, pos...)
+	paths := append(*configs, pos...)
 	defaulted := len(paths) == 0
 	if defaulted {
 		paths = stringList{defaultConfigDir}

@@ -61,13 +61,11 @@ const maxLockStopTimeout = config.DefaultStopTimeout
 // RunOnce): the timing rule, the stop protocol and the release are those of
 // `electd run`.
 func cmdLock(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("lock", "NAME -- COMMAND [ARG...]", 0, -1, lockAbout())
-	provider := c.String("provider", "", "the lease store, as a `URL` (default $"+envLockProvider+")")
-	ttl := c.Duration("ttl", config.DefaultTTL, "the lease's time to live: how long the lease outlives an electd lock that was killed")
-	var timeout, stopTimeout optionalDuration
-	c.Var(&timeout, "timeout", "give up with status 75 when the lease is not free within `D` (default: wait until it is; 0: try once)")
-	c.Var(&stopTimeout, "stop-timeout", "after SIGTERM, how long (`D`) the command has to exit before SIGKILL, when the lease is lost or electd lock is stopped (default: ttl/3, at most 5s)")
-	logLevel := c.String("log-level", "warn", "the `level` of electd lock's own log on stderr: trace, debug, info, warn or error")
+	c := newCommand("lock")
+	provider := c.stringFlag("provider")
+	ttl := c.durationFlag("ttl")
+	timeout, stopTimeout := c.optDurationFlag("timeout"), c.optDurationFlag("stop-timeout")
+	logLevel := c.stringFlag("log-level")
 
 	// The command is what follows "--", untouched: its flags are its own.
 	var command []string
@@ -113,7 +111,7 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 	}
 	secrets.Add(settings.Secrets()...)
 
-	job, problems := lockJob(name, command, typ, settings, *ttl, stopTimeout)
+	job, problems := lockJob(name, command, typ, settings, *ttl, *stopTimeout)
 	if !validLevel(*logLevel) {
 		problems = append(problems, fmt.Sprintf("-log-level %q is not one of trace, debug, info, warn and error", *logLevel))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/electd/electd/actions/proc"
 )
@@ -16,62 +17,41 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `Usage: electd <command> [flags] [arguments]
+// synopsis is the first line of `electd -h` and of the man page's SYNOPSIS.
+const synopsis = "electd <command> [flags] [arguments]"
 
-Commands:
-  run        run the agent (one election loop per job)
-  check      parse and validate configuration files
-  fmt        rewrite configuration files in canonical format
-  plan       show what a reload would do to a running agent, before doing it
-  reload     make a running agent reload its configuration, and show what it did
-  status     show the jobs of a running agent
-  step-down  ask a running agent to hand a job over to another node
-  drain      ask a running agent to hand over every job and compete for none
-  history    show the last leadership changes and task runs of a job, as an agent saw them
-  trigger    run a job's task now, once, on whichever node leads it
-  leases     ask the stores directly who holds each job (no agent needed)
-  lock       run one command under a lease, with no configuration file
-  version    print the release number
+// moreHelp ends `electd -h`.
+const moreHelp = "Run 'electd <command> -h' for the flags of a command."
 
-Run 'electd <command> -h' for the flags of a command.
-`
-
-// subcommands maps a command name to its entry point. Each returns the exit code.
-var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"run":       cmdRun,
-	"check":     cmdCheck,
-	"fmt":       cmdFmt,
-	"plan":      cmdPlan,
-	"reload":    cmdReload,
-	"version":   cmdVersion,
-	"status":    cmdStatus,
-	"step-down": cmdStepDown,
-	"drain":     cmdDrain,
-	"history":   cmdHistory,
-	"trigger":   cmdTrigger,
-	"leases":    cmdLeases,
-	"lock":      cmdLock,
+// usage is `electd -h`: the commands of the table, but the hidden ones.
+func usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: %s\n\nCommands:\n", synopsis)
+	for _, s := range commands() {
+		if !s.hidden {
+			fmt.Fprintf(&b, "  %-10s %s\n", s.name, s.summary)
+		}
+	}
+	fmt.Fprintf(&b, "\n%s\n", moreHelp)
+	return b.String()
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	case "-v", "-version", "--version":
 		return cmdVersion(args[1:], stdout, stderr) // extra arguments are refused as for `version`
 	}
-	cmd, ok := subcommands[args[0]]
+	cmd, ok := lookupCommand(args[0])
 	if !ok {
-		cmd, ok = hiddenCommands[args[0]]
-	}
-	if !ok {
-		fmt.Fprintf(stderr, "electd: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "electd: unknown command %q\n\n%s", args[0], usage())
 		return 2
 	}
-	return cmd(args[1:], stdout, stderr)
+	return cmd.run(args[1:], stdout, stderr)
 }

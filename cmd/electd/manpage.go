@@ -1,45 +1,25 @@
 package main
 
-// The man page and the shell completions are written from the help of each
-// command by two hidden commands that the build runs (`make install`, `make
-// deb`): the top-level usage lists the commands, and each command's -h gives
-// its usage line, what it does and its flags. Neither can drift from
-// `electd -h`.
+// The man page and the shell completions are written from the table of
+// commands (commands.go) by two hidden commands that the build runs (`make
+// install`, `make deb`), as `electd -h` and each command's -h are: none of
+// them can drift from another.
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// hiddenCommands run like subcommands but are listed nowhere: they serve the
-// build and packagers, not the operator at work.
-var hiddenCommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"man":        cmdMan,
-	"completion": cmdCompletion,
-}
-
-// helpSink, given to a command as its stdout with -h, receives the command
-// itself (command.parse hands it over) and the help it prints.
-type helpSink struct {
-	bytes.Buffer
-	cmd *command
-}
-
-// helpEntry is one command as `electd -h` lists it, with what its own -h says.
+// helpEntry is one listed command, with its flags as -h prints them.
 type helpEntry struct {
-	name    string // "step-down"
-	summary string // the line of `electd -h`
-	line    string // the usage line of `electd NAME -h`, without "Usage: "
-	about   string
-	flags   []flagHelp
+	cmdSpec
+	flags []flagHelp
 }
 
 // flagHelp is one flag as -h prints it.
@@ -54,50 +34,16 @@ type flagHelp struct {
 // takesPath: the flag's value is a file or a directory, for completion.
 func (f flagHelp) takesPath() bool { return f.arg == "PATH" || f.arg == "FILE" || f.arg == "DIR" }
 
-// helpTable reads the commands from the top-level usage, in its order, and
-// each command's text and flags from its -h.
-func helpTable() ([]helpEntry, error) {
+// helpTable is the commands `electd -h` lists, in its order, each with its
+// flags as its -h prints them.
+func helpTable() []helpEntry {
 	var table []helpEntry
-	listed := map[string]bool{}
-	in := false
-	for _, line := range strings.Split(usage, "\n") {
-		switch {
-		case line == "Commands:":
-			in = true
-		case in && strings.TrimSpace(line) == "":
-			in = false
-		case in:
-			name, summary, _ := strings.Cut(strings.TrimSpace(line), " ")
-			cmd, ok := subcommands[name]
-			if !ok {
-				return nil, fmt.Errorf("the usage lists %q, which is not a command", name)
-			}
-			sink := &helpSink{}
-			if code := cmd([]string{"-h"}, sink, io.Discard); code != 0 || sink.cmd == nil {
-				return nil, fmt.Errorf("electd %s -h did not print its help", name)
-			}
-			first, _, _ := strings.Cut(sink.String(), "\n")
-			table = append(table, helpEntry{
-				name:    name,
-				summary: strings.TrimSpace(summary),
-				line:    strings.TrimPrefix(first, "Usage: "),
-				about:   sink.cmd.about,
-				flags:   flagsOf(sink.cmd),
-			})
-			listed[name] = true
+	for _, s := range commands() {
+		if !s.hidden {
+			table = append(table, helpEntry{cmdSpec: s, flags: flagsOf(newCommandFrom(s))})
 		}
 	}
-	var missing []string
-	for name := range subcommands {
-		if !listed[name] {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		return nil, fmt.Errorf("the usage does not list the commands %s", strings.Join(missing, ", "))
-	}
-	return table, nil
+	return table
 }
 
 // flagsOf lists a command's flags as PrintDefaults does: sorted, with the
@@ -127,19 +73,14 @@ func flagsOf(c *command) []flagHelp {
 
 // cmdMan is `electd man`: electd(1) in roff, on stdout.
 func cmdMan(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("man", "", 0, 0,
-		"Print the manual page electd(1), in roff, written from the help of every command.")
-	docdir := fs.String("docdir", "/usr/share/doc/electd", "where the documentation is installed, named in the page (`DIR`)")
+	fs := newCommand("man")
+	docdir := fs.stringFlag("docdir")
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}
 	// The defaults the page shows are the built-in ones, not this shell's.
 	os.Unsetenv(envAddr)
-	table, err := helpTable()
-	if err != nil {
-		fmt.Fprintln(stderr, "electd man:", err)
-		return 1
-	}
+	table := helpTable()
 	date := time.Now().UTC()
 	// Reproducible builds: the date of the source, not of the build.
 	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
@@ -156,17 +97,12 @@ func cmdMan(args []string, stdout, stderr io.Writer) int {
 
 // cmdCompletion is `electd completion SHELL`: a completion script on stdout.
 func cmdCompletion(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("completion", "SHELL", 1, 1,
-		"Print the completion script of SHELL, bash or zsh, written from the help of every command.")
+	fs := newCommand("completion")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
 	}
-	table, err := helpTable()
-	if err != nil {
-		fmt.Fprintln(stderr, "electd completion:", err)
-		return 1
-	}
+	table := helpTable()
 	switch pos[0] {
 	case "bash":
 		io.WriteString(stdout, bashCompletion(table))
@@ -188,11 +124,6 @@ func manPage(table []helpEntry, docdir string, date time.Time) string {
 			b.WriteByte('\n')
 		}
 	}
-	synopsis, _, _ := strings.Cut(strings.TrimPrefix(usage, "Usage: "), "\n")
-	var more string // "Run 'electd <command> -h' ..." at the end of the usage
-	if i := strings.LastIndex(strings.TrimSpace(usage), "\n"); i >= 0 {
-		more = strings.TrimSpace(usage[i:])
-	}
 	p(`.\" Written by "electd man" from the help of each command: do not edit.`,
 		fmt.Sprintf(`.TH ELECTD 1 "%s" %s "User Commands"`, date.Format("2006-01-02"), roffQuote("electd "+releaseVersion())),
 		".nh", // no hyphenation: flag and command names are typed as printed
@@ -210,11 +141,11 @@ func manPage(table []helpEntry, docdir string, date time.Time) string {
 		".PP",
 		"Flags may come before or after the arguments;",
 		`an argument \fB\-\-\fR ends the flags.`,
-		roffText(more),
+		roffText(moreHelp),
 		"Bad usage exits with status 2, after printing the problem and the usage on standard error.",
 		".SH COMMANDS")
 	for _, e := range table {
-		p(".SS "+roffQuote(e.line), roffParagraphs(e.about))
+		p(".SS "+roffQuote(e.line()), roffParagraphs(e.about))
 		for _, f := range e.flags {
 			head := `\fB\-` + roffText(f.name) + `\fR`
 			if f.arg != "" {
@@ -305,20 +236,6 @@ func roffParagraphs(text string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// operandKind says what a command's positionals complete to: "path" for
-// files and directories, "command" for a command line after --, "" for
-// nothing (a job name, a shell).
-func operandKind(e helpEntry) string {
-	_, operands, _ := strings.Cut(e.line, e.name)
-	switch {
-	case strings.Contains(operands, "-- COMMAND"):
-		return "command"
-	case strings.Contains(operands, "PATH"):
-		return "path"
-	}
-	return ""
-}
-
 func bashCompletion(table []helpEntry) string {
 	var b strings.Builder
 	var names []string
@@ -349,8 +266,9 @@ _electd() {
 				paths = append(paths, "-"+f.name, "--"+f.name)
 			}
 		}
+		operands := map[operandKind]string{completePaths: "path", completeCommand: "command"}[e.complete]
 		fmt.Fprintf(&b, "\t%s) flags='%s' valued='%s' paths='%s' operands='%s' ;;\n",
-			e.name, strings.Join(flags, " "), strings.Join(valued, " "), strings.Join(paths, " "), operandKind(e))
+			e.name, strings.Join(flags, " "), strings.Join(valued, " "), strings.Join(paths, " "), operands)
 	}
 	b.WriteString(`	*) return ;;
 	esac
@@ -410,7 +328,7 @@ _electd() {
 `)
 	for _, e := range table {
 		fmt.Fprintf(&b, "\t(%s)\n", e.name)
-		if operandKind(e) == "command" {
+		if e.complete == completeCommand {
 			// After --, the command line completes as on its own.
 			b.WriteString("\t\tlocal i=${words[(i)--]}\n\t\tif (( i < CURRENT )); then\n" +
 				"\t\t\tshift $i words\n\t\t\t(( CURRENT -= i ))\n\t\t\t_normal\n\t\t\treturn\n\t\tfi\n")
@@ -429,15 +347,13 @@ _electd() {
 			}
 			fmt.Fprintf(&b, " \\\n\t\t\t%s", zshQuote(spec))
 		}
-		switch operandKind(e) {
-		case "path":
+		switch {
+		case e.complete == completePaths:
 			b.WriteString(" \\\n\t\t\t'*:PATH:_files'")
-		case "command":
+		case e.complete == completeCommand:
 			b.WriteString(" \\\n\t\t\t'1:NAME: '")
-		default:
-			if _, operand, _ := strings.Cut(e.line, "[flags] "); operand != "" {
-				fmt.Fprintf(&b, " \\\n\t\t\t%s", zshQuote("1:"+operand+": "))
-			}
+		case e.operands != "":
+			fmt.Fprintf(&b, " \\\n\t\t\t%s", zshQuote("1:"+e.operands+": "))
 		}
 		b.WriteString("\n\t\t;;\n")
 	}

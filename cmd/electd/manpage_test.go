@@ -6,48 +6,86 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 )
 
-// The table the man page and the completions are written from holds every
-// command of `electd -h`, each with the usage line and flags of its own -h.
-func TestHelpTable(t *testing.T) {
+// Every command of the table is in `electd -h`, the man page and both
+// completion scripts, each with all its flags, and its -h starts with its
+// usage line and lists every flag; the hidden commands are in none of them.
+func TestCommandTableEverywhere(t *testing.T) {
 	t.Setenv(envAddr, "")
-	table, err := helpTable()
-	if err != nil {
-		t.Fatal(err)
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	var top, stderr bytes.Buffer
+	if code := run([]string{"-h"}, &top, &stderr); code != 0 {
+		t.Fatalf("electd -h: exit %d\n%s", code, stderr.String())
 	}
-	var names []string
-	for _, e := range table {
-		names = append(names, e.name)
-		var help, stderr bytes.Buffer
-		if code := run([]string{e.name, "-h"}, &help, &stderr); code != 0 {
-			t.Fatalf("electd %s -h: exit %d\n%s", e.name, code, stderr.String())
+	page := manOutput(t)
+	scripts := map[string]string{}
+	for _, shell := range []string{"bash", "zsh"} {
+		src, err := os.ReadFile(completionScript(t, shell))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.HasPrefix(help.String(), "Usage: "+e.line+"\n") {
-			t.Errorf("%s: usage line %q, but -h prints:\n%s", e.name, e.line, help.String())
+		scripts[shell] = string(src)
+	}
+	seen := map[string]bool{}
+	for _, s := range commands() {
+		if seen[s.name] {
+			t.Errorf("%s: twice in the table", s.name)
 		}
-		if e.summary == "" || e.about == "" {
-			t.Errorf("%s: no summary or no text: %+v", e.name, e)
+		seen[s.name] = true
+		listed := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(s.name) + ` +` + regexp.QuoteMeta(s.summary) + `$`).MatchString(top.String())
+		section := strings.Contains(page, ".SS "+roffQuote(s.line())+"\n")
+		bashCase := regexp.MustCompile(`(?m)^\t` + regexp.QuoteMeta(s.name) + `\) flags='`).FindStringIndex(scripts["bash"])
+		zshCase := regexp.MustCompile(`(?m)^\t\(` + regexp.QuoteMeta(s.name) + `\)$`).FindStringIndex(scripts["zsh"])
+		zshListed := strings.Contains(scripts["zsh"], "\t\t"+zshQuote(s.name+":"+strings.ReplaceAll(s.summary, ":", `\:`))+"\n")
+		if s.hidden {
+			if listed || section || bashCase != nil || zshCase != nil || zshListed {
+				t.Errorf("%s is hidden but listed: electd -h %v, man %v, bash %v, zsh %v", s.name, listed, section, bashCase != nil, zshCase != nil || zshListed)
+			}
+			continue
 		}
-		for _, f := range e.flags {
-			if !strings.Contains(help.String(), "  -"+strings.TrimSpace(f.name+" "+f.arg)+"\n") {
-				t.Errorf("%s: flag -%s %s is not in -h:\n%s", e.name, f.name, f.arg, help.String())
+		if s.summary == "" || !strings.HasSuffix(s.about, ".") || s.run == nil {
+			t.Errorf("%s: a summary, a text ending in a full stop and an entry point are needed", s.name)
+		}
+		if !listed || !section || bashCase == nil || zshCase == nil || !zshListed {
+			t.Errorf("%s: electd -h %v, man %v, bash %v, zsh %v; want it in all", s.name, listed, section, bashCase != nil, zshCase != nil && zshListed)
+			continue
+		}
+		var help bytes.Buffer
+		if code := run([]string{s.name, "-h"}, &help, &stderr); code != 0 {
+			t.Fatalf("electd %s -h: exit %d\n%s", s.name, code, stderr.String())
+		}
+		if !strings.HasPrefix(help.String(), "Usage: "+s.line()+"\n\n"+s.about+"\n") {
+			t.Errorf("%s -h does not start with its usage line and text:\n%s", s.name, help.String())
+		}
+		// The command's case in each script: up to the next one.
+		bashText := scripts["bash"][bashCase[0]:]
+		bashText, _, _ = strings.Cut(bashText, "\n")
+		zshText := scripts["zsh"][zshCase[1]:]
+		zshText, _, _ = strings.Cut(zshText, ";;")
+		for _, f := range s.flags {
+			if !strings.Contains(help.String(), "\n  -"+f.name+" ") && !strings.Contains(help.String(), "\n  -"+f.name+"\n") {
+				t.Errorf("%s -h lacks -%s:\n%s", s.name, f.name, help.String())
+			}
+			if !strings.Contains(page, `\fB\-`+roffText(f.name)+`\fR`) {
+				t.Errorf("man page: %s lacks -%s", s.name, f.name)
+			}
+			if !strings.Contains(" "+strings.Trim(strings.SplitN(bashText, "'", 3)[1], "'")+" ", " -"+f.name+" ") {
+				t.Errorf("bash: %s lacks -%s: %s", s.name, f.name, bashText)
+			}
+			if !regexp.MustCompile(`'\*?-` + regexp.QuoteMeta(f.name) + `\[`).MatchString(zshText) {
+				t.Errorf("zsh: %s lacks -%s:%s", s.name, f.name, zshText)
 			}
 		}
 	}
-	var want []string
-	for name := range subcommands {
-		want = append(want, name)
-	}
-	sort.Strings(want)
-	sort.Strings(names)
-	if strings.Join(names, " ") != strings.Join(want, " ") {
-		t.Errorf("table has %v, want every command %v", names, want)
-	}
-	for _, e := range table {
+}
+
+// The entries the man page and the completions are written from carry
+// what the flags are: run -config is a repeatable path.
+func TestHelpTable(t *testing.T) {
+	for _, e := range helpTable() {
 		if e.name != "run" {
 			continue
 		}
@@ -56,19 +94,14 @@ func TestHelpTable(t *testing.T) {
 				t.Errorf("run -config: %+v, want a repeatable path", f)
 			}
 		}
+		return
 	}
+	t.Error("no run in the table")
 }
 
 // man and completion are for the build: `electd -h` does not list them.
 func TestHiddenCommands(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	run([]string{"-h"}, &stdout, &stderr)
-	for name := range hiddenCommands {
-		if regexp.MustCompile(`(?m)^  ` + name + ` `).MatchString(stdout.String()) {
-			t.Errorf("electd -h lists the hidden command %s", name)
-		}
-	}
-	stdout.Reset()
 	if code := run([]string{"completion", "fish"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown shell "fish"`) {
 		t.Errorf("completion fish: exit %d, stderr %q; want 2 and the problem", code, stderr.String())
 	}
@@ -103,20 +136,6 @@ func TestManPage(t *testing.T) {
 	}
 	if page != manOutput(t, "-docdir", "/opt/electd/doc") {
 		t.Error("two runs give two pages")
-	}
-	table, err := helpTable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range table {
-		if !strings.Contains(page, ".SS "+roffQuote(e.line)+"\n") {
-			t.Errorf("no section for %q", e.line)
-		}
-		for _, f := range e.flags {
-			if !strings.Contains(page, `\fB\-`+roffText(f.name)+`\fR`) {
-				t.Errorf("%s: flag -%s missing", e.name, f.name)
-			}
-		}
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(page, "\n"), "\n") {
 		if line == "" || (strings.HasPrefix(line, "'") || strings.HasPrefix(line, ".") && !regexp.MustCompile(`^\.(\\"|TH|SH|SS|TP|PP|RS|RE|nf|fi|nh|BR) ?`).MatchString(line)) {

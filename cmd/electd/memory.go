@@ -20,7 +20,7 @@ import (
 // the heap peaks near twice what is live; at 25 it peaks near 1.25 times:
 // measured on 10,000 jobs, the peak RSS of reading alone fell from 143 to
 // 111 MB for 0.25 s more CPU, paid at start and at each reload
-// (docs/benchmarks.md). A small configuration costs the same either way.
+// (the bench's scale suite). A small configuration costs the same either way.
 const loadGCPercent = 25
 
 // loadLean is config.Load with the garbage collector's target lowered to
@@ -50,7 +50,7 @@ func loadLean(paths []string, opts config.Options) (*config.Config, *config.Diag
 // the collector for more work than GOGC would once the heap is large, and
 // at least memoryFloor, so that it never binds on a small agent. Measured
 // with 10,000 jobs on SQLite: peak RSS 133 → 105 MiB, RSS while holding
-// 106 → 100 MiB, CPU unchanged within noise (docs/benchmarks.md).
+// 106 → 100 MiB, CPU unchanged within noise (the bench's scale suite).
 const (
 	memoryFloor = 64 << 20
 	memorySlack = 16 << 20 // stacks, GC metadata, what is not heap

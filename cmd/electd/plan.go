@@ -25,17 +25,12 @@ const (
 // own environment, and compares them as a reload does (agent.Diff), so the
 // plan is what the reload would do.
 func cmdPlan(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("plan", "[PATH...]", 0, -1,
-		"Show what a reload of the configuration at each PATH and -config would do to a running agent, changing nothing: "+
-			"+ jobs added, - jobs removed, ~ jobs restarted with the attributes that changed, and how many are kept with their leadership, token and child. "+
-			"Without a PATH the agent plans the files it runs. "+
-			"Exit status: 0 when nothing would change, 2 when something would, 1 on any error (bad usage included).")
-	var paths stringList
-	fs.Var(&paths, "config", "plan the configuration at `PATH`, a file or a directory of *.hcl files on the agent's machine (repeatable; default: the agent's own)")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
-	asJSON := fs.Bool("json", false, "print the plan as JSON, as POST /v1/plan returns it")
-	vars := fs.varFlags()
+	fs := newCommand("plan")
+	configs := fs.pathsFlag("config")
+	addr := fs.stringFlag("addr")
+	token := fs.stringFlag("token")
+	asJSON := fs.boolFlag("json")
+	vars := fs.inputVars()
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		if exit == planChanges {
@@ -47,7 +42,7 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 		*token = os.Getenv(envToken)
 	}
 	var abs []string
-	for _, p := range append(paths, pos...) {
+	for _, p := range append(*configs, pos...) {
 		a, err := filepath.Abs(p)
 		if err != nil {
 			fmt.Fprintln(stderr, "electd plan:", err)
@@ -95,14 +90,11 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 
 // cmdReload is `electd reload`: SIGHUP through the API, with the outcome.
 func cmdReload(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("reload", "", 0, 0,
-		"Ask a running agent to re-read its configuration files, as SIGHUP does (POST /v1/reload), and show what it did: "+
-			"+ jobs added, - jobs removed, ~ jobs restarted with the attributes that changed, and how many were kept. "+
-			"A configuration the agent rejects leaves the previous one running, and exits 1.")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
-	asJSON := fs.Bool("json", false, "print the outcome as JSON, as POST /v1/reload returns it")
-	vars := fs.varFlags()
+	fs := newCommand("reload")
+	addr := fs.stringFlag("addr")
+	token := fs.stringFlag("token")
+	asJSON := fs.boolFlag("json")
+	vars := fs.inputVars()
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}

@@ -33,13 +33,11 @@ import (
 // job until SIGTERM or SIGINT, then stop children, release leases and exit 0.
 // A second signal kills the children and exits at once.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("run", "[PATH...]", 0, -1,
-		"Run the agent on the configuration at each PATH and -config: one election loop per job until SIGTERM or SIGINT; SIGHUP reloads the configuration.")
-	var paths stringList
-	fs.Var(&paths, "config", "read the configuration from `PATH`, a file or a directory of *.hcl files (repeatable; default /etc/electd)")
-	unsafeConfig := fs.Bool("allow-unsafe-config", false, "run a configuration that is world-writable or owned by another user")
-	vars := fs.varFlags()
-	pprofAddr := fs.String("pprof", "", "serve Go's runtime profiles (/debug/pprof/) on `ADDR`, a loopback address such as 127.0.0.1:6060; off by default")
+	fs := newCommand("run")
+	configs := fs.pathsFlag("config")
+	unsafeConfig := fs.boolFlag("allow-unsafe-config")
+	vars := fs.inputVars()
+	pprofAddr := fs.stringFlag("pprof")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit
@@ -50,7 +48,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// EPIPE instead, and the logger drops them. A handler, unlike ignoring
 	// the signal, is not inherited by the commands the agent starts.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	paths = append(paths, pos...)
+	paths := append(*configs, pos...)
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}

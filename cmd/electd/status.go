@@ -93,10 +93,9 @@ func writeJSON(w io.Writer, v any) {
 
 // cmdStatus is `electd status`: the jobs of a running agent as a table.
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("status", "", 0, 0,
-		"Show the jobs of a running agent: state, leader, fencing token, since when, and when the lease expires.")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	asJSON := fs.Bool("json", false, "print the jobs as JSON, as GET /v1/jobs returns them")
+	fs := newCommand("status")
+	addr := fs.stringFlag("addr")
+	asJSON := fs.boolFlag("json")
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}
@@ -145,10 +144,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 // cmdStepDown is `electd step-down JOB`: the agent releases the job and
 // holds off for one ttl, so another node takes over.
 func cmdStepDown(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("step-down", "JOB", 1, 1,
-		"Ask a running agent to release JOB and hold off re-acquiring it for one ttl, so that another node takes over.")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
+	fs := newCommand("step-down")
+	addr := fs.stringFlag("addr")
+	token := fs.stringFlag("token")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit

@@ -15,12 +15,11 @@ import (
 // cmdTrigger is `electd trigger JOB`: one run of JOB's task now, on
 // whichever node leads it, at most once across the cluster.
 func cmdTrigger(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("trigger", "JOB", 1, 1,
-		"Ask for one run of JOB's task now, on whichever node leads it (the request goes through the lease store, so any agent can take it). The request runs at most once across the cluster, even when the lease moves; a request made while a run is in progress runs once after it. With -wait, print the run's result and exit with the task's exit code (1 when it did not exit by itself: not started, skipped).")
-	addr := fs.String("addr", defaultAddr(), "talk to the agent's API at `URL`; a bare host:port means http://host:port (env "+envAddr+")")
-	token := fs.String("token", "", "send `TOKEN` as the bearer token, needed when the agent sets agent.api_token (default: env "+envToken+")")
-	wait := fs.Bool("wait", false, "wait for the run to end, print its result and exit with its exit code")
-	timeout := fs.Duration("timeout", time.Hour, "with -wait, give up after `D` (exit 1)")
+	fs := newCommand("trigger")
+	addr := fs.stringFlag("addr")
+	token := fs.stringFlag("token")
+	wait := fs.boolFlag("wait")
+	timeout := fs.durationFlag("timeout")
 	pos, exit, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return exit

@@ -45,7 +45,7 @@ func buildCommit() string {
 }
 
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("version", "", 0, 0, "Print the release number of electd, the commit it was built from, and the Go version and platform.")
+	fs := newCommand("version")
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
 	}

@@ -70,7 +70,7 @@ func StartProcess(s Spec) (*Agent, error) {
 	if len(s.Env) > 0 {
 		cmd.Env = append(os.Environ(), s.Env...)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: s.Group, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr(s.Group)
 	a := &Agent{Node: s.Name, Cmd: cmd, API: s.API, LogPath: s.LogPath, group: s.Group, done: make(chan struct{})}
 	var w *os.File
 	if s.Pipe {

@@ -28,4 +28,30 @@
 // Open does no I/O: the container and the blobs are created by the first
 // Acquire that needs them, so an agent started while storage is unreachable
 // keeps running and reports errors per operation.
+//
+// # Verified
+//
+// On Azurite 3.35.0 (`--skipApiVersionCheck`: the SDK sends an API version newer than 3.35 knows),
+// started per test run by `internal/teststore.StartAzurite`, which `scripts/services.sh` installs
+// into `.cache/azurite`:
+//
+// go test -count=1 -v ./providers/azureblob/ takes about 27 s. What the tests check:
+//
+//   - `TestConformance`: the whole provider conformance suite (`providers/providertest`), with
+//     `ShortTTL = 15s` (Azure's shortest lease), 20 clients racing 50 times, and a store that is down.
+//   - `TestTTLRange`: 14 s, 0, 61 s and 15.5 s refused before any I/O; 15 s and 60 s accepted.
+//   - `TestReturningHolder`: a restarted holder gets its lease back at once with the next token; the
+//     previous process's Renew and Release return `ErrLost`.
+//   - `TestLeaseIsTheTruth`: a lease taken without a record refuses candidates; a broken lease ends
+//     the term.
+//   - `TestRenewChangesTTL`: a Renew with a longer TTL really extends the Azure lease.
+//   - `TestKeysAreDistinctBlobs`, `TestNewSettings`, `TestSASToken`, `TestStoreRestart`,
+//     `TestHandover`, and `Example`.
+//
+// Not verified here: real Azure Storage, Azure RBAC, `DefaultAzureCredential`, accounts with a
+// hierarchical namespace (Data Lake Gen2).
+//
+// TestSASToken runs every operation with a container SAS of exactly rwc;
+// TestStoreRestart and TestLeaseIsTheTruth back the failure behaviour of
+// docs/providers/azure_blob.md.
 package azureblob

@@ -86,4 +86,33 @@
 // Open does no I/O: the client connects (and authenticates, when a username
 // is set) on first use, so an agent started while etcd is down keeps running
 // and reports errors per operation.
+//
+// # Verified here
+//
+//	scripts/services.sh etcd   # installs etcd-server and etcd-client when etcd is missing
+//	go test -count=1 -v ./providers/etcd/...
+//
+// Every test starts its own etcd 3.4 (`internal/teststore.StartEtcd`: data in a temp dir, free client
+// and peer ports on 127.0.0.1, ready when `/health` says true). `TestEtcd` shares one server between the
+// conformance suite (`providertest.Run`, 20 clients × 50 racing rounds, `ShortTTL` 2 s, Notifier,
+// RenewMany), `GrantedTTL`, `ExpiryNotEarly`, `RenewOtherTTL`, `Handover`, `Remaining` (a refused
+// Acquire's `Remaining`, waited out, then the lease taken), `Notify` (acquire, release, expiry and batch
+// writes heard; a Value write and another prefix not) and `NotifyCompacted` (`changed("")` and a working
+// watch after its revision was compacted); `TestRestart`, `TestAuth`, the `TestRenewMany*` tests and
+// `TestAcquireReleaseManyRequests` start their own, as do the session tests (`TestSessionShared`: one
+// etcd lease per provider and ttl, never shared with another provider; `TestAbandonedReleaseSwept`;
+// `TestCloseRevokesSessions`; `TestSessionExpiredRenewed`); `TestAcquireManyDown` checks that every
+// batch item and `Notify` fail, without a verdict, when etcd is unreachable. The package's tests take
+// about 55 s, much of it the suite's store-down case (four 5 s deadlines against a closed port) and the
+// wait for a session to expire.
+//
+// The figures of docs/providers/etcd.md come from TestRestart (the token
+// through a SIGKILL and restart), TestEtcd/ExpiryNotEarly, TestAcquireAfterSeenRelease
+// (one transaction, no read or grant, counted on etcd's /metrics),
+// TestEtcd/NotifyCompacted, TestChain (the cases of the expiry proof),
+// TestCrashTakeover, TestLiveLeaseNotRevoked and
+// TestLiveLeaseOftenRenewedNotRevoked (go test -count=1 -run
+// 'TestCrashTakeover|TestLiveLease|TestChain' -v ./providers/etcd/),
+// TestAcquireReleaseManyRequests, TestRenewManyRequests and
+// TestRenewManyLowMaxTxnOps.
 package etcd

@@ -46,4 +46,29 @@
 // keeps reconnecting in the background, with no reconnect buffer (a write
 // the caller gave up on is never sent later), and every operation fails at
 // once while it is disconnected.
+//
+// # What was verified here, and what was not
+//
+// Run on this machine (2 cores), against real nats-servers 2.9.10:
+//
+//   - the conformance suite (`go test ./providers/nats/`), on the machine's server with a bucket per
+//     case; user and password, token, TLS with a private CA and client certificates, the least
+//     permissions, a server without JetStream, a SIGKILL and restart, a SIGSTOP, each on a server of the
+//     test's own;
+//   - three `electd run` agents (`go test -run 'TestThreeAgents/nats' ./systest/`, two runs): kill -9
+//     of the leader → next child running after 3.97–3.99 s with a ttl of 4 s (bound 5.6 s); SIGTERM →
+//     24–52 ms;
+//   - the short fault run (`go test -run TestFaults ./faults/ -faults.stores nats`, three runs): 18
+//     faults each, among them a SIGSTOP and a SIGKILL/restart of nats-server and cut and frozen
+//     connections: no fencing violation, no duplicated task slot, gaps p50 1.15–1.18 s, max 2.87–2.94 s.
+//     One run reported a `closed-output` failure: the leader had handed the job over to spread the jobs
+//     (the agents' balancing) before the fault stopped it, so nobody "took over" after the stop; the
+//     same happens on etcd with the same faults, and it is not a fault of the store.
+//
+// Not verified here beyond the cluster suite's short runs: a NATS cluster over many faults; credentials files
+// (JWT and NKey: the operator mode needs an account server set up with `nsc`), and NATS 2.10 or later.
+//
+// TestBucket races six agents creating the bucket, 150 rounds;
+// TestServerRestart SIGKILLs and restarts nats-server on its store directory;
+// TestAuth and TestTLS check the errors of a wrong user or certificate.
 package nats

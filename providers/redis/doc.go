@@ -34,4 +34,36 @@
 //
 // New does no I/O: an agent started while Redis is down keeps running and
 // reports an error per operation.
+//
+// # Verified here, and how
+//
+// All tests start their own `redis-server` processes (`internal/teststore.StartRedis`: foreground, own
+// process group, a free loopback port, no persistence unless asked) and stop them; the shared server on
+// 6379 is not used. A missing `redis-server` fails the tests with a message to run
+// `scripts/services.sh`.
+//
+//	go test -count=1 ./providers/redis/...        # about 10 s
+//
+//	| test | what it shows |
+//	| --- | --- |
+//	| `TestSingle`, `TestRedlock` | the conformance suite (`providertest.Run`) on one server and on three: exclusivity, 50 races of 20 clients with one winner, tokens, renew/release verdicts, expiry by the server's clock, Value, ctx, store down, Notify |
+//	| `TestRedlockOneDown` | one of three killed: acquire, renew, refuse another, observe, `Notify`, release (heard), hand over with the next token and the value |
+//	| `TestRedlockTwoDown` | two of three killed: Renew, Release, Acquire, Observe, `Notify` all return store errors |
+//	| `TestRedlockHung`, `TestSingleHung` | SIGSTOPped servers: calls end after ttl/5 (measured 400 ms for a 2 s ttl); a cancelled ctx returns at once |
+//	| `TestRedlockServerLostData` | a server restarted empty, then another down: tokens keep growing (4, then 6, 7 after 3) |
+//	| `TestServerRestart` | SIGKILL and restart of one server: without persistence tokens restart at 1; with `appendfsync always` the term, token and value survive |
+//	| `TestACL` | every operation, the batches and `Notify` included, as the least-privileged ACL user above, on `db = 2`; a wrong password fails |
+//	| `TestRemaining` | one server and three: a refused Acquire's `Remaining` is the `PTTL` (close to the ttl, falling with time, pushed out by a Renew); waiting it out, the candidate takes the lease |
+//	| `TestBatch` | one server and three: 1,202 acquisitions in one `AcquireMany` (held by another with a `Remaining`, the caller's own, released with a value, new keys, a repeat, an invalid key), then `RenewMany` and `ReleaseMany` with a lost lease, then another holder's batch with the next tokens |
+//	| `TestBatchStoreDown` | servers down: every batch item and `Notify` fail with store errors |
+//	| `TestRedlockBatchSplit`, `TestRedlockBatchServerLostData` | servers whose counters disagree: `AcquireMany` retries as Acquire does and leaves no stray term; a server restarted empty is brought back in step |
+//	| `TestNotify`, `TestNotifyPrefix`, `TestNotifyDoesNotBlock` | one subscription hears acquisitions and releases (batched too) of every key, `changed("")` after a server restart, nothing after ctx ended; a prefix with glob characters matches only itself; a blocked `changed` holds up no operation |
+//	| `TestHandover` | the figures above |
+//
+// Not verified here: `tls = true` (no TLS server in the test set-up), Redis versions other than 7.0,
+// managed Redis services, replica failover.
+//
+// The figures of docs/providers/redis.md come from TestBatch, TestServerRestart
+// (with and without persistence, SIGKILL included), and the agent's
+// TestFailoverRedlock and TestFailoverRedis (tokens across a lost write).
 package redis
