@@ -151,8 +151,7 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		}
 		return
 	}
-	j.opDone(err)
-	j.log().Warn("cannot acquire the lease", "error", err)
+	j.opDone(err) // logs the store's failure (storefail.go)
 	j.phase = candidate
 	switch {
 	case j.ending != nil:
