@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -196,6 +197,8 @@ type status struct {
 	// The last transitions, oldest first (a ring once full).
 	history                         []Transition
 	elected, demoted, leaderChanges uint64
+	// Terms of this node that ended, by reason (electd_leader_changes_total).
+	termsEnded map[string]uint64
 	// A task job's last runs (a ring of their own, so that a task every
 	// minute does not push the leadership changes out), its spec and the
 	// last slot recorded, for task.next_run.
@@ -277,6 +280,9 @@ func (s *status) sample() metrics.JobSample {
 	js := metrics.JobSample{Job: s.st.Job, Leader: s.leading,
 		Elected: s.elected, Demoted: s.demoted, LeaderChanges: s.leaderChanges, Eligible: s.st.Eligible,
 		TokenRegressions: s.st.TokenRegressions}
+	if len(s.termsEnded) > 0 {
+		js.TermsEnded = maps.Clone(s.termsEnded)
+	}
 	if s.st.Health != nil {
 		js.HasHealth, js.Healthy = true, s.st.Health.Status == HealthPassing
 	}
@@ -287,6 +293,17 @@ func (s *status) sample() metrics.JobSample {
 		js.NextRun = nextRun(s.taskSpec, s.st.Job, s.taskLast, time.Now())
 	}
 	return js
+}
+
+// countTermEnded counts a term of this node that ended, by reason: a move
+// of the job, or a gap in its leadership.
+func (s *status) countTermEnded(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.termsEnded == nil {
+		s.termsEnded = map[string]uint64{}
+	}
+	s.termsEnded[reason]++
 }
 
 // count records a leadership event for the metrics.
