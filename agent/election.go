@@ -106,6 +106,7 @@ func (j *job) attempt() {
 	// backend per new connection) take longer than a share, and cutting
 	// them short only adds connections to open (TestBalanceAcrossAgents).
 	timeout := newTerm(sent, j.spec.TTL, j.spec.StopTimeout()).stopBy.Sub(sent)
+	timeout = j.once.capAttempt(sent, timeout) // RunOnce: no longer than the wait it may take (once.go)
 	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL, Floor: j.mark},
 		timeout: timeout, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
 }
