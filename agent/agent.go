@@ -230,9 +230,23 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 	}
 	for key, p := range opened {
 		l := newLoop(p, refOf[key], a.opts.Clock, a.opts.Metrics, a.fleet, a.log)
-		if err := l.notify(); err != nil {
-			a.log.Warn("cannot subscribe to the store's notifications; candidates poll every retry_every instead",
-				"provider", refOf[key], "error", err)
+		subscribe := func() {
+			if err := l.notify(); err != nil {
+				level := hclog.Warn
+				if a.once != nil {
+					level = hclog.Info // electd lock says what the store did itself
+				}
+				a.log.Log(level, "cannot subscribe to the store's notifications; candidates poll every retry_every instead",
+					"provider", refOf[key], "error", err)
+			}
+		}
+		if a.once != nil {
+			// RunOnce's wait is bounded (Once.Wait): a store that is down
+			// can hold a subscription up for its client's connect timeout,
+			// and the first attempt need not wait for it.
+			go subscribe()
+		} else {
+			subscribe()
 		}
 		a.provs[key] = &openProvider{p: p, loop: l}
 	}

@@ -69,5 +69,8 @@ func (j *job) event(typ, leader, prev string, token uint64, reason string) confi
 	ev := config.Event{Type: typ, Job: j.spec.Name, Node: j.node(), Leader: leader,
 		PreviousLeader: prev, Token: token, Time: time.Now(), Reason: reason}
 	j.record(Transition{Time: ev.Time, Type: typ, Leader: leader, PreviousLeader: prev, Token: token, Reason: reason})
+	if typ == config.EventDemoted && j.spec.Mode != config.ModeLock {
+		j.countTermEnded(reason) // a lock job's term ends with every slot: not a move
+	}
 	return ev
 }

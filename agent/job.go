@@ -74,7 +74,7 @@ func newJob(spec *config.Job, l *loop, o Options) *job {
 	}
 	j.taskSpec = spec.Task
 	j.eligible = matches(l.fleet.tags, spec.Constraint)
-	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL, Eligible: j.eligible}
+	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL, RetryEvery: spec.RetryEvery, Eligible: j.eligible}
 	if !j.eligible {
 		j.st.State = StateNotEligible
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/internal/repeats"
 	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
 )
@@ -39,7 +40,8 @@ type loop struct {
 	acquirer providers.BatchAcquirer // nil when the store cannot batch
 	renewer  providers.BatchRenewer
 	releaser providers.BatchReleaser
-	base     time.Time // origin of the renewal grid
+	base     time.Time    // origin of the renewal grid
+	fails    *repeats.Log // the store's failures, logged once and summarised (storefail.go)
 
 	mu    sync.Mutex
 	queue []func()

@@ -21,6 +21,11 @@ import (
 // too: a *providers.HeldError naming the holder, or the store's error.
 var ErrWaitTimeout = errors.New("gave up waiting for the lease")
 
+// ErrStoreUnreachable is why a job of RunOnce ended without leading: the
+// store answered none of its requests for Once.StoreWait. It wraps the
+// store's last error.
+var ErrStoreUnreachable = errors.New("the store does not answer")
+
 // ExitError is why a term ended when its run command exited by itself under
 // restart = never: the command's exit code (128+N for a death by signal N).
 // It is ErrWorkEnded.
@@ -36,8 +41,15 @@ func (e *ExitError) Is(target error) bool { return target == ErrWorkEnded }
 // Once is how RunOnce runs its job.
 type Once struct {
 	// Wait bounds the wait for the lease. The first attempt is always
-	// made, so 0 tries once; a negative Wait waits until ctx ends.
+	// made, so 0 tries once; a negative Wait waits until ctx ends. Each
+	// attempt's timeout is capped by what remains of Wait (but is given
+	// minOnceAttempt at least).
 	Wait time.Duration
+	// StoreWait bounds how long the store may answer nothing (errors and
+	// timeouts only, from the first failure on) before the job gives up
+	// with ErrStoreUnreachable; 0: no bound but Wait. It caps each
+	// attempt's timeout too.
+	StoreWait time.Duration
 	// Stdout and Stderr, when both are set, receive the run command's
 	// output as it is, instead of the agent's log.
 	Stdout, Stderr io.Writer
@@ -84,16 +96,24 @@ func (a *Agent) RunOnce(ctx context.Context, o Once) error {
 }
 
 // oneShot is RunOnce's policy (policy.go): the job's own, but the job gives
-// up competing after Once.Wait, and retires when its one term is over.
+// up competing after Once.Wait, or once the store has answered nothing for
+// Once.StoreWait, and retires when its one term is over.
 type oneShot struct {
 	policy // the job's own: how it competes
 	Once
 	deadline  time.Time // zero: no deadline
 	attempted bool      // the first attempt was made
 	last      error     // the store's last answer to an Acquire
+	sent      time.Time // when the last attempt was sent
+	failing   time.Time // when the first attempt of a run of failures was sent; zero: the store answers
 }
 
-// giveUp is the error to retire the job with once the deadline has passed.
+// minOnceAttempt is the least time an attempt of RunOnce gets, however
+// little remains of Wait: -timeout 0 still makes one real attempt.
+const minOnceAttempt = time.Second
+
+// giveUp is the error to retire the job with once the deadline has passed,
+// or the store's allowance.
 func (o *oneShot) giveUp(now time.Time) error {
 	if o.attempted && !o.deadline.IsZero() && !now.Before(o.deadline) {
 		if o.last == nil {
@@ -101,22 +121,54 @@ func (o *oneShot) giveUp(now time.Time) error {
 		}
 		return fmt.Errorf("%w after %s: %w", ErrWaitTimeout, o.Wait, o.last)
 	}
-	o.attempted = true
+	if o.StoreWait > 0 && !o.failing.IsZero() && now.Sub(o.failing) >= o.StoreWait {
+		return fmt.Errorf("%w: no answer for %s: %w", ErrStoreUnreachable, now.Sub(o.failing).Round(time.Millisecond), o.last)
+	}
+	o.attempted, o.sent = true, now
 	return nil
 }
 
-// capWait shortens a candidate's pause so that the deadline is noticed when
-// it comes, not a retry later.
+// capWait shortens a candidate's pause so that the deadline, or the end of
+// the store's allowance, is noticed when it comes, not a retry later.
 func (o *oneShot) capWait(now time.Time, d time.Duration) time.Duration {
-	if o.deadline.IsZero() {
-		return d
+	if !o.deadline.IsZero() {
+		d = min(d, o.deadline.Sub(now))
 	}
-	return max(min(d, o.deadline.Sub(now)), 0)
+	if o.StoreWait > 0 && !o.failing.IsZero() {
+		d = min(d, o.failing.Add(o.StoreWait).Sub(now))
+	}
+	return max(d, 0)
 }
 
-// refused records the store's answer, for ErrWaitTimeout.
+// capAttempt caps the timeout d of an attempt sent at now by what remains
+// of Wait and of the store's allowance, so that an attempt against a store
+// that is down cannot outlast them by a whole term window; an attempt gets
+// minOnceAttempt at least (never more than d).
+func (o *oneShot) capAttempt(now time.Time, d time.Duration) time.Duration {
+	limit := d
+	if !o.deadline.IsZero() {
+		limit = min(limit, o.deadline.Sub(now))
+	}
+	if o.StoreWait > 0 {
+		since := o.failing
+		if since.IsZero() {
+			since = now // this attempt may be the first failure
+		}
+		limit = min(limit, since.Add(o.StoreWait).Sub(now))
+	}
+	return min(d, max(limit, minOnceAttempt))
+}
+
+// refused records the store's answer, for ErrWaitTimeout: "held" ends a run
+// of failures; an error (a timeout included) begins one or goes on.
 func (o *oneShot) refused(j *job, held *providers.HeldError, err error) {
 	o.last = err
+	switch {
+	case held != nil:
+		o.failing = time.Time{}
+	case o.failing.IsZero():
+		o.failing = o.sent
+	}
 	o.policy.refused(j, held, err)
 }
 

@@ -38,6 +38,8 @@ type policy interface {
 	slot() time.Time
 	// capWait bounds a candidate's pause.
 	capWait(now time.Time, d time.Duration) time.Duration
+	// capAttempt bounds the timeout d of an attempt sent at now.
+	capAttempt(now time.Time, d time.Duration) time.Duration
 	// giveUp, asked before each attempt, is the error to retire the job
 	// with instead; nil to attempt.
 	giveUp(now time.Time) error
@@ -55,7 +57,10 @@ type competes struct{}
 
 func (competes) slot() time.Time                                    { return time.Time{} }
 func (competes) capWait(_ time.Time, d time.Duration) time.Duration { return d }
-func (competes) giveUp(time.Time) error                             { return nil }
+func (competes) capAttempt(_ time.Time, d time.Duration) time.Duration {
+	return d
+}
+func (competes) giveUp(time.Time) error { return nil }
 func (competes) termOver(j *job, t *term, reason error) {
 	now := j.l.clock.Now()
 	if now.Sub(t.began) >= j.spec.TTL {

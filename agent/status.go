@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -78,12 +79,19 @@ type JobStatus struct {
 	Since        *time.Time `json:"since"`         // when the current state began
 	LeaseExpires *time.Time `json:"lease_expires"` // the store's view, while this node leads
 	LastError    string     `json:"last_error"`
-	// LastLeaseOp is when a lease operation last completed (any answer,
-	// "held" included); TTL is the job's ttl. The health rule (Wedged)
-	// fails when the gap grows past the ttl: the loop is wedged
-	// (kubernetes #82960).
-	LastLeaseOp time.Time     `json:"last_lease_op"`
-	TTL         time.Duration `json:"-"`
+	// LastLeaseOp is when the store last answered a lease operation (any
+	// answer, "held" included). LastAttempt is when a lease operation last
+	// ended, answered or not (an error, a timeout): the job's loop is
+	// turning. StoreUnreachableSince is when the operations began to fail,
+	// while none has been answered since (nil while the store answers).
+	// TTL and RetryEvery are the job's; the health rule (Wedged) fails
+	// when the loop stops turning (kubernetes #82960), never because the
+	// store does not answer.
+	LastLeaseOp           time.Time     `json:"last_lease_op"`
+	LastAttempt           time.Time     `json:"last_attempt"`
+	StoreUnreachableSince *time.Time    `json:"store_unreachable_since"`
+	TTL                   time.Duration `json:"-"`
+	RetryEvery            time.Duration `json:"-"`
 	// Eligible is false when the job's constraint excludes this node;
 	// Competing is false while this node stays out of the election (not
 	// eligible, unhealthy, draining, holding off), and Waiting says why.
@@ -103,17 +111,77 @@ type JobStatus struct {
 var ErrNoSuchJob = errors.New("agent: no such job")
 
 // Wedged is the health rule of /healthz and the systemd watchdog: it
-// describes the jobs whose loop has completed no lease operation for longer
-// than their ttl.
+// describes the jobs whose loop is stuck, having ended no lease operation,
+// answered or not, for longer than stuckAfter. A store that does not answer
+// does not wedge a loop: its operations end in errors and timeouts, and a
+// restart of the agent would not bring the store back (StoreUnreachable
+// says so instead).
 func Wedged(jobs []JobStatus, now time.Time) []string {
 	var wedged []string
 	for _, j := range jobs {
-		if j.TTL > 0 && !j.LastLeaseOp.IsZero() && now.Sub(j.LastLeaseOp) > j.TTL {
-			wedged = append(wedged, fmt.Sprintf("%s: no lease operation completed for %s (ttl %s)",
-				j.Job, now.Sub(j.LastLeaseOp).Round(time.Second), j.TTL))
+		last := j.LastAttempt
+		if j.LastLeaseOp.After(last) {
+			last = j.LastLeaseOp // the job's start, before any attempt ended
+		}
+		if limit := stuckAfter(j.TTL, j.RetryEvery); j.TTL > 0 && !last.IsZero() && now.Sub(last) > limit {
+			wedged = append(wedged, fmt.Sprintf("%s: loop stuck: no lease operation ended for %s (limit %s)",
+				j.Job, now.Sub(last).Round(time.Second), limit))
 		}
 	}
 	return wedged
+}
+
+// stuckAfter is how long a working loop can go without a lease operation
+// ending: an acquire's whole window (under a ttl) and a pause of
+// retry_every with its jitter; a hold-off's observation (retry_every plus
+// half a ttl, then up to the larger of them with jitter); a step-down's
+// stop and release after the last renewal (two ttls). Three of each leaves
+// a margin.
+func stuckAfter(ttl, retryEvery time.Duration) time.Duration {
+	return 3*ttl + 3*retryEvery
+}
+
+// StoreUnreachable describes the stores whose jobs have had no answer from
+// them since their last failure: one line per provider, with the oldest
+// failure and the last error.
+func StoreUnreachable(jobs []JobStatus, now time.Time) []string {
+	type outage struct {
+		since time.Time
+		jobs  int
+		err   string
+	}
+	byProvider := map[string]*outage{}
+	var order []string
+	for _, j := range jobs {
+		if j.StoreUnreachableSince == nil {
+			continue
+		}
+		o := byProvider[j.Provider]
+		if o == nil {
+			o = &outage{since: *j.StoreUnreachableSince}
+			byProvider[j.Provider] = o
+			order = append(order, j.Provider)
+		}
+		o.jobs++
+		if !j.StoreUnreachableSince.After(o.since) {
+			o.since, o.err = *j.StoreUnreachableSince, j.LastError
+		}
+		if o.err == "" {
+			o.err = j.LastError
+		}
+	}
+	slices.Sort(order)
+	var out []string
+	for _, p := range order {
+		o := byProvider[p]
+		line := fmt.Sprintf("%s: store unreachable since %s (%s ago, %d job(s))", p,
+			o.since.Format(time.RFC3339), now.Sub(o.since).Round(time.Second), o.jobs)
+		if o.err != "" {
+			line += ": " + o.err
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // status is a job's JobStatus, written by its loop and read by the API.
@@ -129,6 +197,8 @@ type status struct {
 	// The last transitions, oldest first (a ring once full).
 	history                         []Transition
 	elected, demoted, leaderChanges uint64
+	// Terms of this node that ended, by reason (electd_leader_changes_total).
+	termsEnded map[string]uint64
 	// A task job's last runs (a ring of their own, so that a task every
 	// minute does not push the leadership changes out), its spec and the
 	// last slot recorded, for task.next_run.
@@ -210,6 +280,9 @@ func (s *status) sample() metrics.JobSample {
 	js := metrics.JobSample{Job: s.st.Job, Leader: s.leading,
 		Elected: s.elected, Demoted: s.demoted, LeaderChanges: s.leaderChanges, Eligible: s.st.Eligible,
 		TokenRegressions: s.st.TokenRegressions}
+	if len(s.termsEnded) > 0 {
+		js.TermsEnded = maps.Clone(s.termsEnded)
+	}
 	if s.st.Health != nil {
 		js.HasHealth, js.Healthy = true, s.st.Health.Status == HealthPassing
 	}
@@ -220,6 +293,17 @@ func (s *status) sample() metrics.JobSample {
 		js.NextRun = nextRun(s.taskSpec, s.st.Job, s.taskLast, time.Now())
 	}
 	return js
+}
+
+// countTermEnded counts a term of this node that ended, by reason: a move
+// of the job, or a gap in its leadership.
+func (s *status) countTermEnded(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.termsEnded == nil {
+		s.termsEnded = map[string]uint64{}
+	}
+	s.termsEnded[reason]++
 }
 
 // count records a leadership event for the metrics.
@@ -252,18 +336,23 @@ func (s *status) get() JobStatus {
 	return st
 }
 
-// opDone records the outcome of a lease operation. Only an answer from the
-// store (success, "held", "lost") counts for the health rule: an error or a
-// timeout is not a completed operation, so a loop whose store stops
-// answering is reported wedged.
+// opDone records the outcome of a lease operation. An answer from the
+// store (success, "held", "lost") is a completed operation; an error or a
+// timeout is not, and starts or continues the store's outage. Either shows
+// that the loop turns (Wedged).
 func (s *status) opDone(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
+	s.st.LastAttempt = now
 	if err != nil && !errors.Is(err, providers.ErrLost) {
 		s.st.LastError = err.Error()
+		if s.st.StoreUnreachableSince == nil {
+			s.st.StoreUnreachableSince = &now
+		}
 		return
 	}
-	s.st.LastLeaseOp = time.Now()
+	s.st.LastLeaseOp, s.st.StoreUnreachableSince = now, nil
 }
 
 func (s *status) setLastError(msg string) {

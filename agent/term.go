@@ -107,6 +107,7 @@ func (j *job) attempt() {
 	// on a loaded store (a PostgreSQL forking a backend per connection) take
 	// longer, and cutting them short only adds connections to open.
 	timeout := timing.StopBy(sent, j.spec.TTL, j.spec.StopTimeout()).Sub(sent)
+	timeout = j.policy.capAttempt(sent, timeout) // RunOnce: no longer than its wait (once.go)
 	j.l.acquire(acquireOp{req: providers.AcquireRequest{Key: j.spec.Name, Holder: j.holder(), TTL: j.spec.TTL, Floor: j.mark},
 		timeout: timeout, done: func(lease providers.Lease, err error) { j.acquired(lease, sent, err) }})
 }
@@ -130,8 +131,7 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		j.follow(held.Holder, held.Token)
 		j.refused(held, err)
 	default:
-		j.opDone(err)
-		j.log().Warn("cannot acquire the lease", "error", err)
+		j.opDone(err) // logs the store's failure (storefail.go)
 		j.refused(nil, err)
 	}
 }

@@ -222,11 +222,17 @@ func (s *server) drain(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, DrainResult{Draining: on, Leading: n})
 }
 
-// healthz fails when any job's loop has completed no lease operation for
-// longer than its ttl.
+// healthz fails when any job's loop is stuck (agent.Wedged): only then would
+// a restart help. A store that does not answer is shown, with a 200: the
+// agent works, and restarting it would not bring the store back.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
-	if wedged := agent.Wedged(s.o.Agent.Jobs(), s.o.Now()); len(wedged) > 0 {
+	jobs, now := s.o.Agent.Jobs(), s.o.Now()
+	if wedged := agent.Wedged(jobs, now); len(wedged) > 0 {
 		s.writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": wedged})
+		return
+	}
+	if down := agent.StoreUnreachable(jobs, now); len(down) > 0 {
+		s.writeJSON(w, http.StatusOK, map[string]any{"status": "store_unreachable", "stores": down})
 		return
 	}
 	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -63,8 +63,8 @@ var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 func newAgent() *jobsAgent {
 	since := now.Add(-time.Minute)
 	return &jobsAgent{ready: true, jobs: []agent.JobStatus{
-		{Job: "billing", Provider: "sql.main", State: agent.StateLeader, Leader: "web-1", Token: 42, Since: &since, LastLeaseOp: now.Add(-2 * time.Second), TTL: 15 * time.Second},
-		{Job: "report", Provider: "sql.main", State: agent.StateFollower, Leader: "web-2", Token: 7, LastLeaseOp: now.Add(-time.Second), TTL: 15 * time.Second},
+		{Job: "billing", Provider: "sql.main", State: agent.StateLeader, Leader: "web-1", Token: 42, Since: &since, LastLeaseOp: now.Add(-2 * time.Second), TTL: 15 * time.Second, RetryEvery: 2 * time.Second},
+		{Job: "report", Provider: "sql.main", State: agent.StateFollower, Leader: "web-2", Token: 7, LastLeaseOp: now.Add(-time.Second), TTL: 15 * time.Second, RetryEvery: 2 * time.Second},
 	}}
 }
 
@@ -152,17 +152,40 @@ func TestStepDownAuth(t *testing.T) {
 	}
 }
 
+// A loop that ends no lease operation, answered or not, for 3 ttl + 3
+// retry_every (51s here) is stuck: /healthz fails, naming it.
 func TestHealthzFailsWhenALoopIsWedged(t *testing.T) {
 	a := newAgent()
 	clock := now
 	h := Handler(Options{Agent: a, Now: func() time.Time { return clock }})
-	if code, body := do(t, h, "GET", "/healthz", "", ""); code != 200 {
+	if code, body := do(t, h, "GET", "/healthz", "", ""); code != 200 || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("healthy agent: %d %s", code, body)
 	}
-	clock = now.Add(14 * time.Second) // billing's last op is 16s old now, ttl 15s
+	clock = now.Add(49500 * time.Millisecond) // billing's last op is 51.5s old now, report's 50.5s
 	code, body := do(t, h, "GET", "/healthz", "", "")
-	if code != 503 || !strings.Contains(body, "billing") || strings.Contains(body, "report") {
+	if code != 503 || !strings.Contains(body, "billing: loop stuck") || strings.Contains(body, "report") {
 		t.Errorf("wedged billing: %d %s, want 503 naming billing only", code, body)
+	}
+}
+
+// A store that does not answer is not a stuck loop: its operations end in
+// errors (LastAttempt moves), /healthz answers 200 and says since when the
+// store is unreachable, so that the systemd watchdog and a liveness probe
+// do not restart an agent that a restart would not help.
+func TestHealthzTellsAStoreOutageFromAStuckLoop(t *testing.T) {
+	a := newAgent()
+	down := now.Add(-5 * time.Minute)
+	for i := range a.jobs {
+		a.jobs[i].LastLeaseOp = down
+		a.jobs[i].LastAttempt = now.Add(-time.Second)
+		a.jobs[i].StoreUnreachableSince = &down
+		a.jobs[i].LastError = "dial tcp 10.0.0.5:5432: connection refused"
+	}
+	h := Handler(Options{Agent: a, Now: func() time.Time { return now }})
+	code, body := do(t, h, "GET", "/healthz", "", "")
+	if code != 200 || !strings.Contains(body, `"store_unreachable"`) ||
+		!strings.Contains(body, "sql.main: store unreachable since 2026-11-22T11:55:00Z (5m0s ago, 2 job(s)): dial tcp 10.0.0.5:5432: connection refused") {
+		t.Errorf("store down 5 minutes, loops turning: %d %s, want 200 store_unreachable naming sql.main once", code, body)
 	}
 }
 

@@ -171,6 +171,9 @@ type JobSample struct {
 	// TokenRegressions: tokens the store reported below the highest this
 	// node had seen (writes it lost in a failover).
 	TokenRegressions uint64
+	// TermsEnded: the terms of this node that ended, by reason (the
+	// agent's reason vocabulary: balanced, drained, lost, ...).
+	TermsEnded map[string]uint64
 	// A task job's fleet-wide record, as this node last saw it (zero
 	// times: not known, or not a task job).
 	LastSuccess, NextRun time.Time
@@ -199,6 +202,8 @@ var (
 		"1 when the job's constraint admits this node, else 0.", []string{"job"}, nil)
 	lastSuccessDesc = prometheus.NewDesc("electd_task_last_success_timestamp_seconds",
 		"When a run of the task last succeeded, on any node (Unix time), as the job's slot record says.", []string{"job"}, nil)
+	leaderChangesDesc = prometheus.NewDesc("electd_leader_changes_total",
+		"Terms of this node that ended, by why (reason: balanced, drained, preempted, released, reloaded, lost, renew_deadline, unhealthy, failing, ...): each moves the job to another node or leaves it without a leader for a while. Summed over the agents, the moves of a job.", []string{"job", "reason"}, nil)
 	nextRunDesc = prometheus.NewDesc("electd_task_next_run_timestamp_seconds",
 		"When the task's next scheduled run starts (Unix time, random_delay included).", []string{"job"}, nil)
 )
@@ -223,6 +228,7 @@ func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- regressionsDesc
 	ch <- lastSuccessDesc
 	ch <- nextRunDesc
+	ch <- leaderChangesDesc
 }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -244,6 +250,9 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if !s.NextRun.IsZero() {
 			ch <- prometheus.MustNewConstMetric(nextRunDesc, prometheus.GaugeValue, unixSeconds(s.NextRun), s.Job)
+		}
+		for reason, n := range s.TermsEnded {
+			ch <- prometheus.MustNewConstMetric(leaderChangesDesc, prometheus.CounterValue, float64(n), s.Job, reason)
 		}
 		for _, t := range []struct {
 			typ string

@@ -133,7 +133,7 @@ func TestInstrumentKeepsNotifier(t *testing.T) {
 func TestHandlerExposesEveryMetric(t *testing.T) {
 	m := New("1.2.3", "abc")
 	m.CollectJobs(func() []JobSample {
-		return []JobSample{{Job: "billing", Leader: true, Elected: 1, TokenRegressions: 2},
+		return []JobSample{{Job: "billing", Leader: true, Elected: 1, TokenRegressions: 2, TermsEnded: map[string]uint64{"balanced": 3}},
 			{Job: "report", LastSuccess: time.Unix(1_764_230_461, 500e6), NextRun: time.Unix(1_764_316_800, 0)}}
 	})
 	m.TaskRuns.WithLabelValues("report", "failed").Inc()
@@ -153,6 +153,7 @@ func TestHandlerExposesEveryMetric(t *testing.T) {
 		`electd_is_leader{job="billing"} 1`,
 		`electd_transitions_total{job="billing",type="elected"} 1`,
 		`electd_token_regressions_total{job="billing"} 2`,
+		`electd_leader_changes_total{job="billing",reason="balanced"} 3`,
 		`electd_lease_op_seconds_count{op="renew",provider="sql.main"} 1`,
 		`electd_lease_op_errors_total{op="renew",provider="sql.main"} 1`,
 		`electd_action_runs_total{event="elected",job="billing",kind="exec",result="ok"} 1`,

@@ -62,8 +62,15 @@ type lockProc struct {
 // startLock starts `electd lock ARGS...`.
 func startLock(t *testing.T, args ...string) *lockProc {
 	t.Helper()
+	return startLockArgv(t, append([]string{binary, "lock"}, args...)...)
+}
+
+// startLockArgv starts argv, an `electd lock` (behind a wrapper such as
+// `ip netns exec`).
+func startLockArgv(t *testing.T, argv ...string) *lockProc {
+	t.Helper()
 	p := &lockProc{done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"lock"}, args...)...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {

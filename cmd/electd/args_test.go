@@ -53,7 +53,7 @@ func TestArguments(t *testing.T) {
 		request string // the requests the agent got, "|" between them, "" for none
 	}{
 		{"status: flags", "status -addr URL -json", 0, "[]", "", "GET /v1/jobs"},
-		{"status: -- alone", "status -addr URL --", 0, "JOB", "", "GET /v1/jobs|GET /v1/agent"},
+		{"status: -- alone", "status -addr URL --", 0, "JOB", "", "GET /v1/jobs|GET /v1/agent|GET /healthz"},
 		{"status: extra argument", "status extra", 2, "", `unexpected argument "extra"`, ""},
 		{"status: extra argument before flags", "status extra -addr URL", 2, "", `unexpected argument "extra"`, ""},
 		{"status: extra argument after --", "status -addr URL -- extra", 2, "", `unexpected argument "extra"`, ""},

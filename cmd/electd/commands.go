@@ -119,7 +119,9 @@ func commands() []cmdSpec {
 			flags: []flagSpec{
 				{"provider", stringFlag, "", "the lease store, as a `URL` (default $" + envLockProvider + ")"},
 				{"ttl", durationFlag, config.DefaultTTL, "the lease's time to live: how long the lease outlives an electd lock that was killed"},
-				{"timeout", optDurationFlag, nil, "give up with status 75 when the lease is not free within `D` (default: wait until it is; 0: try once)"},
+				{"timeout", optDurationFlag, nil, "give up with status 75 when the lease is not free within `D` (default: wait until it is; 0: try once); each attempt is cut to what remains of D"},
+				{"store-timeout", durationFlag, defaultLockStoreTimeout, "give up with status 69 when the store has answered nothing for `D` while waiting for the lease (0: wait as -timeout says)"},
+				{"quiet", boolFlag, false, "print only the command's own output and errors: nothing when another holds the lease (status 75), no warnings"},
 				{"stop-timeout", optDurationFlag, nil, "after SIGTERM, how long (`D`) the command has to exit before SIGKILL, when the lease is lost or electd lock is stopped (default: ttl/3, at most 5s)"},
 				{"log-level", stringFlag, "warn", "the `level` of electd lock's own log on stderr: trace, debug, info, warn or error"},
 			}},

@@ -36,8 +36,8 @@ import (
 // can tell electd's outcomes from the usual 0 and 1 of a command.
 const (
 	exitLockUsage    = 2   // bad usage, a bad -provider URL
-	exitLockStore    = 69  // EX_UNAVAILABLE: the store failed, or the lease was lost and the command stopped
-	exitLockTimeout  = 75  // EX_TEMPFAIL: another holder kept the lease for all of -timeout
+	exitLockStore    = 69  // EX_UNAVAILABLE: the store failed or did not answer for -store-timeout, or the lease was lost and the command stopped
+	exitLockTimeout  = 75  // EX_TEMPFAIL: held by another: it kept the lease for all of -timeout
 	exitLockNoExec   = 126 // the command exists but cannot run
 	exitLockNotFound = 127 // the command was not found
 	exitLockSignal   = 128 // + N: electd lock itself got signal N and stopped the command
@@ -50,6 +50,10 @@ const envLockProvider = "ELECTD_LOCK_PROVIDER"
 // lockName is the provider name of the one provider `electd lock` builds;
 // it shows as "TYPE.lock" in its log.
 const lockName = "lock"
+
+// defaultLockStoreTimeout is the default -store-timeout: a cron job whose
+// store is down gives up within a minute, before the next run piles up.
+const defaultLockStoreTimeout = time.Minute
 
 // maxLockStopTimeout is the default -stop-timeout for long ttls: the
 // default stop_timeout of a run block.
@@ -66,6 +70,8 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 	ttl := c.durationFlag("ttl")
 	timeout, stopTimeout := c.optDurationFlag("timeout"), c.optDurationFlag("stop-timeout")
 	logLevel := c.stringFlag("log-level")
+	storeTimeout := c.durationFlag("store-timeout")
+	quiet := c.boolFlag("quiet")
 
 	// The command is what follows "--", untouched: its flags are its own.
 	var command []string
@@ -112,6 +118,9 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 	secrets.Add(settings.Secrets()...)
 
 	job, problems := lockJob(name, command, typ, settings, *ttl, *stopTimeout)
+	if *quiet && *logLevel == "warn" {
+		*logLevel = "error"
+	}
 	if !validLevel(*logLevel) {
 		problems = append(problems, fmt.Sprintf("-log-level %q is not one of trace, debug, info, warn and error", *logLevel))
 	}
@@ -144,7 +153,15 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 	// go-redis, the MySQL driver and Go's log package write on their own.
 	masked := secrets.Writer(stderr)
 	log := hclog.New(&hclog.LoggerOptions{Name: "electd", Level: hclog.LevelFromString(*logLevel), Output: masked})
-	goredis.SetLogger(redisLog{log.Named("provider.redis")})
+	// The store clients' own warnings (a connection that failed, retried)
+	// are what electd lock's one message on giving up sums up: at the
+	// default level they are not shown.
+	provLevel := hclog.LevelFromString(*logLevel)
+	if provLevel == hclog.Warn {
+		provLevel = hclog.Error
+	}
+	provLog := hclog.New(&hclog.LoggerOptions{Name: "electd.provider", Level: provLevel, Output: masked})
+	goredis.SetLogger(redisLog{provLog.Named("redis")})
 	stdlog.SetOutput(masked)
 	mysql.SetLogger(stdlog.New(masked, "[mysql] ", stdlog.LstdFlags))
 	fail := func(code int, format string, a ...any) int {
@@ -157,7 +174,9 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 		Logger: log.Named("agent"),
 		Shim:   shim,
 		Open: func(ctx context.Context, p config.Provider) (providers.Provider, error) {
-			return p.Settings.Open(ctx, log.Named("provider").With("provider", p.Ref()))
+			return openBounded(ctx, openBound(*timeout, *storeTimeout), func(ctx context.Context) (providers.Provider, error) {
+				return p.Settings.Open(ctx, provLog.With("provider", p.Ref()))
+			})
 		},
 	})
 	if err != nil {
@@ -192,7 +211,7 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	reason := a.RunOnce(ctx, agent.Once{Wait: timeout.d, Stdout: stdout, Stderr: stderr})
+	reason := a.RunOnce(ctx, agent.Once{Wait: timeout.d, StoreWait: *storeTimeout, Stdout: stdout, Stderr: stderr})
 
 	var exited *agent.ExitError
 	var held *providers.HeldError
@@ -203,11 +222,16 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 		sig := syscall.Signal(got.Load())
 		return fail(exitLockSignal+int(sig), "stopped by %s: %s", unix.SignalName(sig), reasonText(reason))
 	case errors.Is(reason, agent.ErrWaitTimeout) && errors.As(reason, &held):
+		if *quiet {
+			return exitLockTimeout // held by another: the status says it (flock -n)
+		}
 		waited := "gave up after " + timeout.d.String()
 		if timeout.d == 0 {
 			waited = "not waiting (-timeout 0)"
 		}
 		return fail(exitLockTimeout, "%s is held by %s (token %d); %s", name, agent.NodeOf(held.Holder), held.Token, waited)
+	case errors.Is(reason, agent.ErrStoreUnreachable):
+		return fail(exitLockStore, "gave up on the lease %s: %v (-store-timeout %s)", name, reason, *storeTimeout)
 	case errors.Is(reason, agent.ErrWaitTimeout):
 		return fail(exitLockStore, "cannot take the lease %s: %v", name, reason)
 	case errors.Is(reason, agent.ErrLeaseLost), errors.Is(reason, agent.ErrRenewDeadline):
@@ -222,6 +246,52 @@ func cmdLock(args []string, stdout, stderr io.Writer) int {
 		return fail(exitLockStore, "the lease %s ended for no known reason", name)
 	}
 	return fail(exitLockStore, "%v", reason)
+}
+
+// openBound is how long opening the store may take: what -timeout allows
+// (one second at least, as for an attempt), and no more than
+// -store-timeout; 0: no bound.
+func openBound(timeout optionalDuration, storeTimeout time.Duration) time.Duration {
+	bound := storeTimeout
+	if timeout.d >= 0 {
+		d := max(timeout.d, time.Second)
+		if bound == 0 || d < bound {
+			bound = d
+		}
+	}
+	return bound
+}
+
+// openBounded opens a store, giving up after bound (0: no bound): a client
+// that connects in Open (NATS) can wait for its connect timeout on a store
+// that is down. Open keeps ctx (a client may hold it for its life); one
+// that gave up is left to finish, and what it opened is closed.
+func openBounded(ctx context.Context, bound time.Duration, open func(context.Context) (providers.Provider, error)) (providers.Provider, error) {
+	if bound <= 0 {
+		return open(ctx)
+	}
+	type result struct {
+		p   providers.Provider
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := open(ctx)
+		done <- result{p, err}
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.p, r.err
+	case <-t.C:
+		go func() {
+			if r := <-done; r.p != nil {
+				r.p.Close()
+			}
+		}()
+		return nil, fmt.Errorf("the store did not answer within %s", bound)
+	}
 }
 
 // startFailure says why the command could not start in the user's terms:
@@ -322,8 +392,12 @@ command is stopped (SIGTERM, then SIGKILL after -stop-timeout) before the
 lease can expire. SIGINT and SIGTERM stop the command and release the lease.
 
 Exit status: COMMAND's own; 2 bad usage or -provider URL; 69 the store
-failed or the lease was lost; 75 the lease stayed held for -timeout;
-126 COMMAND cannot run; 127 COMMAND not found; 128+N stopped by signal N.
+failed or answered nothing for -store-timeout, or the lease was lost;
+75 another holds the lease (it stayed held for -timeout); 126 COMMAND
+cannot run; 127 COMMAND not found; 128+N stopped by signal N.
+
+In cron, -timeout 0 -quiet runs COMMAND where the lease is free and exits
+75 in silence where it is held, as flock -n does with 1.
 
 Provider URLs: ` + strings.Join(registry.Schemes(), " ") + `
   sqlite:///var/lib/electd/leases.db (absolute) or sqlite:leases.db (relative)

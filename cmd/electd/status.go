@@ -112,6 +112,21 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		writeJSON(stdout, jobs)
 		return 0
 	}
+	// What /healthz says, which the systemd watchdog follows: a stuck loop
+	// (a restart helps), or a store that does not answer (it would not).
+	var health struct {
+		Status string
+		Jobs   []string
+		Stores []string
+	}
+	if apiRequest(http.MethodGet, *addr, "/healthz", "", nil, 10*time.Second, http.StatusServiceUnavailable, &health) == nil {
+		switch health.Status {
+		case "wedged":
+			fmt.Fprintf(stdout, "loop stuck: the systemd watchdog is no longer pinged\n  %s\n\n", strings.Join(health.Jobs, "\n  "))
+		case "store_unreachable":
+			fmt.Fprintf(stdout, "store unreachable (the agent works; it retries every retry_every):\n  %s\n\n", strings.Join(health.Stores, "\n  "))
+		}
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATE\tLEADER\tTOKEN\tSINCE\tLEASE EXPIRES\tHEALTH\tLAST RUN\tRESULT\tNEXT\tNOTE")
 	now := time.Now()
@@ -121,6 +136,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 			state = "not eligible"
 		}
 		note := j.LastError
+		if j.StoreUnreachableSince != nil {
+			note = fmt.Sprintf("store unreachable since %s: %s", j.StoreUnreachableSince.Local().Format("15:04:05"), j.LastError)
+		}
 		if note == "" && !j.Competing && j.State != agent.StateLeader && j.State != agent.StateStopping {
 			note = j.Waiting
 		}

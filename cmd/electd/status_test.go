@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/electd/electd/agent"
 )
@@ -41,5 +42,46 @@ func TestStatusShowsTokenRegressions(t *testing.T) {
 				t.Errorf("quiet's row reports regressions it does not have: %q", line)
 			}
 		}
+	}
+}
+
+// TestStatusTellsAStoreOutageFromAStuckLoop: `electd status` says what
+// /healthz says: a store that does not answer (with since when, per job),
+// or a stuck loop.
+func TestStatusTellsAStoreOutageFromAStuckLoop(t *testing.T) {
+	down := time.Date(2026, 11, 27, 20, 1, 2, 0, time.Local)
+	jobs := []agent.JobStatus{
+		{Job: "billing", State: agent.StateCandidate, Competing: true, StoreUnreachableSince: &down, LastError: "connection refused"},
+	}
+	health := map[string]any{"status": "store_unreachable", "stores": []string{"sql.main: store unreachable since 2026-11-27T20:01:02Z (5m0s ago, 1 job(s)): connection refused"}}
+	code := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/jobs":
+			json.NewEncoder(w).Encode(jobs)
+		case "/healthz":
+			w.WriteHeader(code)
+			json.NewEncoder(w).Encode(health)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	var out, errb strings.Builder
+	if exit := cmdStatus([]string{"-addr", srv.URL}, &out, &errb); exit != 0 {
+		t.Fatalf("status exited %d: %s", exit, errb.String())
+	}
+	if !strings.Contains(out.String(), "store unreachable (the agent works") || !strings.Contains(out.String(), "sql.main: store unreachable since") ||
+		!strings.Contains(out.String(), "store unreachable since 20:01:02: connection refused") || strings.Contains(out.String(), "loop stuck") {
+		t.Errorf("store outage:\n%s", out.String())
+	}
+
+	code, health = http.StatusServiceUnavailable, map[string]any{"status": "wedged", "jobs": []string{"billing: loop stuck: no lease operation ended for 1m0s (limit 51s)"}}
+	out.Reset()
+	if exit := cmdStatus([]string{"-addr", srv.URL}, &out, &errb); exit != 0 {
+		t.Fatalf("status exited %d: %s", exit, errb.String())
+	}
+	if !strings.Contains(out.String(), "loop stuck: the systemd watchdog is no longer pinged\n  billing: loop stuck") {
+		t.Errorf("stuck loop:\n%s", out.String())
 	}
 }

@@ -28,8 +28,9 @@ func reloadingState() string {
 }
 
 // watchdog pings systemd at half of WatchdogSec while healthy() says every
-// job loop is working; a wedged loop stops the pings, so systemd restarts
-// the agent. It returns when ctx is done or no watchdog is asked for.
+// job loop is turning; a stuck loop stops the pings, so systemd restarts
+// the agent. A store that does not answer does not stop them
+// (agent.Wedged): a restart would not bring it back. It returns when ctx is done or no watchdog is asked for.
 func watchdog(ctx context.Context, log hclog.Logger, healthy func() bool) {
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil || interval <= 0 {
@@ -46,7 +47,7 @@ func watchdog(ctx context.Context, log hclog.Logger, healthy func() bool) {
 		}
 		if !healthy() {
 			if !warned {
-				log.Error("a job loop is wedged: no longer pinging the systemd watchdog")
+				log.Error("a job loop is stuck: no longer pinging the systemd watchdog")
 				warned = true
 			}
 			continue
