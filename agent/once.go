@@ -162,6 +162,11 @@ func (o *oneShot) capAttempt(now time.Time, d time.Duration) time.Duration {
 // refused records the store's answer, for ErrWaitTimeout: "held" ends a run
 // of failures; an error (a timeout included) begins one or goes on.
 func (o *oneShot) refused(j *job, held *providers.HeldError, err error) {
+	o.answered(held, err)
+	o.policy.refused(j, held, err)
+}
+
+func (o *oneShot) answered(held *providers.HeldError, err error) {
 	o.last = err
 	switch {
 	case held != nil:
@@ -169,7 +174,6 @@ func (o *oneShot) refused(j *job, held *providers.HeldError, err error) {
 	case o.failing.IsZero():
 		o.failing = o.sent
 	}
-	o.policy.refused(j, held, err)
 }
 
 // termOver retires the job: no pause, no new attempt. The first reason

@@ -19,7 +19,7 @@ func TestOnceBoundsEachAttempt(t *testing.T) {
 	window := 9750 * time.Millisecond
 	down := errors.New("dial tcp: connection refused")
 
-	o := &onceState{Once: Once{Wait: 2 * s, StoreWait: time.Minute}, deadline: t0.Add(2 * s)}
+	o := &oneShot{Once: Once{Wait: 2 * s, StoreWait: time.Minute}, deadline: t0.Add(2 * s)}
 	for _, tc := range []struct {
 		at, want time.Duration
 	}{{0, 2 * s}, {1500 * time.Millisecond, s}, {2 * s, s}} {
@@ -32,8 +32,8 @@ func TestOnceBoundsEachAttempt(t *testing.T) {
 	}
 
 	// -timeout 0: one real attempt.
-	o = &onceState{Once: Once{Wait: 0}, deadline: t0}
-	if err := o.beforeAttempt(t0); err != nil {
+	o = &oneShot{Once: Once{Wait: 0}, deadline: t0}
+	if err := o.giveUp(t0); err != nil {
 		t.Fatal(err)
 	}
 	if got := o.capAttempt(t0, window); got != minOnceAttempt {
@@ -41,15 +41,15 @@ func TestOnceBoundsEachAttempt(t *testing.T) {
 	}
 
 	// No -timeout, -store-timeout 5s: failures from +0 end the wait at +5s.
-	o = &onceState{Once: Once{Wait: -1, StoreWait: 5 * s}}
+	o = &oneShot{Once: Once{Wait: -1, StoreWait: 5 * s}}
 	if got := o.capAttempt(t0, window); got != 5*s {
 		t.Errorf("first attempt: %s, want the store's 5s", got)
 	}
 	for _, at := range []time.Duration{0, 2 * s, 4 * s} {
-		if err := o.beforeAttempt(t0.Add(at)); err != nil {
+		if err := o.giveUp(t0.Add(at)); err != nil {
 			t.Fatalf("attempt at +%s: %v", at, err)
 		}
-		o.answer(down)
+		o.answered(nil, down)
 	}
 	if got := o.capAttempt(t0.Add(4*s), window); got != s {
 		t.Errorf("attempt at +4s: %s, want what remains (1s)", got)
@@ -57,23 +57,24 @@ func TestOnceBoundsEachAttempt(t *testing.T) {
 	if got := o.capWait(t0.Add(4*s), 2*s); got != s {
 		t.Errorf("pause at +4s: %s, want 1s, to the end of the allowance", got)
 	}
-	err := o.beforeAttempt(t0.Add(5 * s))
+	err := o.giveUp(t0.Add(5 * s))
 	if !errors.Is(err, ErrStoreUnreachable) || !errors.Is(err, down) || !strings.Contains(err.Error(), "no answer for 5s") {
 		t.Fatalf("at +5s: %v, want ErrStoreUnreachable after 5s wrapping the store's error", err)
 	}
 
 	// A "held" answer is an answer: the allowance starts over.
-	o = &onceState{Once: Once{Wait: -1, StoreWait: 5 * s}}
-	o.beforeAttempt(t0)
-	o.answer(down)
-	o.beforeAttempt(t0.Add(3 * s))
-	o.answer(&providers.HeldError{Holder: "other#1", Token: 4})
-	o.beforeAttempt(t0.Add(4 * s))
-	o.answer(down)
-	if err := o.beforeAttempt(t0.Add(8 * s)); err != nil {
+	o = &oneShot{Once: Once{Wait: -1, StoreWait: 5 * s}}
+	o.giveUp(t0)
+	o.answered(nil, down)
+	o.giveUp(t0.Add(3 * s))
+	held := &providers.HeldError{Holder: "other#1", Token: 4}
+	o.answered(held, held)
+	o.giveUp(t0.Add(4 * s))
+	o.answered(nil, down)
+	if err := o.giveUp(t0.Add(8 * s)); err != nil {
 		t.Errorf("4s after the last answer: %v, want the wait to go on", err)
 	}
-	if err := o.beforeAttempt(t0.Add(9 * s)); !errors.Is(err, ErrStoreUnreachable) {
+	if err := o.giveUp(t0.Add(9 * s)); !errors.Is(err, ErrStoreUnreachable) {
 		t.Errorf("5s after the failures began again: %v, want ErrStoreUnreachable", err)
 	}
 }

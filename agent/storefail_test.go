@@ -42,7 +42,7 @@ func TestStoreOutageIsLoggedOnceForItsJobs(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, j := range jobs {
-			l.post(func() { j.end(ErrStopping) })
+			l.post(func() { j.retire(ErrStopping) })
 			<-j.done()
 		}
 		l.close()
