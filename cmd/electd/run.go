@@ -133,13 +133,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			log.Error("cannot listen for the API", "listen", cfg.Agent.Listen, "error", err)
 			return 1
 		}
-		srv = &http.Server{
-			Handler: api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
-				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Plan: rl.plan, Redact: secrets}),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
+		srv = api.Server(api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
+			Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Plan: rl.plan, Redact: secrets}),
+			api.DefaultLimits)
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(api.Listener(ln, api.DefaultLimits)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("api server stopped", "error", err)
 			}
 		}()
