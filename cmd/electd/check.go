@@ -26,7 +26,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}
-	opts := loadOptions()
+	opts := loadOptions(paths)
 	opts.NoEnv, opts.AllowUnsafeFiles, opts.Vars = *noEnv, *unsafeConfig, *vars
 	cfg, diags := config.Load(paths, opts)
 	if *asJSON {

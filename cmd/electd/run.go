@@ -71,7 +71,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	opts := loadOptions()
+	opts := loadOptions(paths)
 	opts.AllowUnsafeFiles, opts.Vars = *unsafeConfig, *vars
 	cfg, diags := loadLean(paths, opts)
 	if diags.HasErrors() {

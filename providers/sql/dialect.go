@@ -71,7 +71,7 @@ func newDialect(s Settings) (*dialect, error) {
 	d := &dialect{driver: s.Driver, ttlArg: ms, retryable: func(error) bool { return false }}
 	switch s.Driver {
 	case "sqlite":
-		db, err := dbsql.Open("sqlite", sqliteDSN(s.DSN))
+		db, err := dbsql.Open("sqlite", sqliteDSN(s.DSN, s.readOnly))
 		if err != nil {
 			return nil, fmt.Errorf("sql: open sqlite: %w", err)
 		}
@@ -235,9 +235,13 @@ func rebind(s string) string {
 }
 
 // sqliteDSN turns a file path (or a file: URI) into a modernc DSN with the
-// settings that let several processes share the file.
-func sqliteDSN(dsn string) string {
+// settings that let several processes share the file. A read-only client
+// sets no journal mode: that is a write.
+func sqliteDSN(dsn string, readOnly bool) string {
 	params := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	if readOnly {
+		params = "_pragma=busy_timeout(5000)"
+	}
 	if strings.Contains(dsn, "?") {
 		return dsn + "&" + params
 	}
@@ -262,4 +266,18 @@ func (e *expiry) Scan(src any) error {
 		return fmt.Errorf("sql: expires_at of type %T", src)
 	}
 	return nil
+}
+
+// noTable says whether err is the database's "the lease table does not
+// exist", which a read-only client reads as "no lease was ever taken".
+func noTable(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code == "42P01" // undefined_table
+	case errors.As(err, &me):
+		return me.Number == 1146 // ER_NO_SUCH_TABLE
+	}
+	return strings.Contains(err.Error(), "no such table")
 }
