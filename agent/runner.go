@@ -32,6 +32,9 @@ type runner struct {
 	mu     sync.Mutex
 	procs  map[*proc.Process]struct{} // running, for Kill
 	output *outputLimit               // the job's bucket of log lines (output.go)
+	// shortInRow counts the starts in a row that failed for lack of a
+	// resource, for the backoff (resources.go).
+	shortInRow int
 }
 
 // outputLimit is the job's bucket of log lines, made on first use.
@@ -100,6 +103,7 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 		return nil, err
 	}
 	p, err := proc.Start(spec)
+	r.noteStart(kind, err)
 	if err != nil {
 		return nil, err
 	}

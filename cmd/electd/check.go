@@ -43,6 +43,10 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if diags.HasErrors() {
 		return 1
 	}
+	if w := fileLimitWarning(cfg); w != "" && !*asJSON {
+		// This shell's limit, not necessarily the service's: a warning.
+		fmt.Fprintln(stderr, w)
+	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "Success! The configuration is valid (%s, %s).\n",
 			plural(len(cfg.Jobs), "job"), plural(len(cfg.Providers), "provider"))

@@ -92,6 +92,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// their lines pass through the same masking, in their own format.
 	stdlog.SetOutput(secrets.Writer(stderr))
 	mysql.SetLogger(stdlog.New(secrets.Writer(stderr), "[mysql] ", stdlog.LstdFlags))
+	logFileLimit(cfg, log)
 	m := metrics.New(releaseVersion(), buildCommit())
 	shim, shimWhat := locateShim()
 	if shim == "" {

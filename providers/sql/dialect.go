@@ -1,20 +1,25 @@
 package sql
 
 import (
+	"context"
 	dbsql "database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers driver "sqlite"
+	"modernc.org/sqlite"
+
+	"github.com/electd/electd/internal/rlimit"
 )
 
 // DefaultTable is the table used when the settings leave Table empty.
@@ -71,11 +76,7 @@ func newDialect(s Settings) (*dialect, error) {
 	d := &dialect{driver: s.Driver, ttlArg: ms, retryable: func(error) bool { return false }}
 	switch s.Driver {
 	case "sqlite":
-		db, err := dbsql.Open("sqlite", sqliteDSN(s.DSN, s.readOnly))
-		if err != nil {
-			return nil, fmt.Errorf("sql: open sqlite: %w", err)
-		}
-		d.db = db
+		d.db = dbsql.OpenDB(sqliteConnector{dsn: sqliteDSN(s.DSN, s.readOnly)})
 		d.table = `"` + table + `"`
 		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
 		d.remaining = `(expires_at - ` + now + `) * 1000`
@@ -281,3 +282,21 @@ func noTable(err error) bool {
 	}
 	return strings.Contains(err.Error(), "no such table")
 }
+
+// sqliteConnector opens SQLite connections, and tells a file that cannot be
+// opened because the agent has all the files its limit allows open (SQLite
+// says only "unable to open database file") for the shortage it is.
+type sqliteConnector struct{ dsn string }
+
+var sqliteDriver = &sqlite.Driver{}
+
+func (c sqliteConnector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := sqliteDriver.Open(c.dsn)
+	if err != nil && rlimit.AtFileLimit() {
+		open, limit, _ := rlimit.OpenFiles()
+		return nil, fmt.Errorf("%w: %w (%d open, limit %d): %w", rlimit.ErrShortOfResources, syscall.EMFILE, open, limit, err)
+	}
+	return conn, err
+}
+
+func (c sqliteConnector) Driver() driver.Driver { return sqliteDriver }
