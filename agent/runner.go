@@ -29,8 +29,22 @@ type runner struct {
 	// instead of the log (RunOnce).
 	stdout, stderr io.Writer
 
-	mu    sync.Mutex
-	procs map[*proc.Process]struct{} // running, for Kill
+	mu     sync.Mutex
+	procs  map[*proc.Process]struct{} // running, for Kill
+	output *outputLimit               // the job's bucket of log lines (output.go)
+	// shortInRow counts the starts in a row that failed for lack of a
+	// resource, for the backoff (resources.go).
+	shortInRow int
+}
+
+// outputLimit is the job's bucket of log lines, made on first use.
+func (r *runner) outputLimit() *outputLimit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.output == nil {
+		r.output = newOutputLimit(r.job, r.metrics, nil)
+	}
+	return r.output
 }
 
 // started is a running command with its log writers, flushed when it ends.
@@ -71,8 +85,10 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 	if kind == "health" {
 		level = hclog.Debug // a check every few seconds: its output would drown the log
 	}
+	lim := r.outputLimit()
 	s := &started{kind: kind, event: ev.Type,
-		out: &lineLogger{log: log, stream: "stdout", level: level}, errw: &lineLogger{log: log, stream: "stderr", level: level}}
+		out:  &lineLogger{log: log, stream: "stdout", level: level, limit: lim},
+		errw: &lineLogger{log: log, stream: "stderr", level: level, limit: lim}}
 	if kind == "task" {
 		// The last lines go to on_task_failed and on_task_succeeded.
 		s.tail = &tail{}
@@ -87,6 +103,7 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 		return nil, err
 	}
 	p, err := proc.Start(spec)
+	r.noteStart(kind, err)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +127,7 @@ func (r *runner) reap(s *started, timedOut bool) string {
 	r.mu.Unlock()
 	s.out.flush()
 	s.errw.flush()
+	s.out.limit.summary(r.log.Named(s.kind))
 	code := s.ExitCode()
 	result := "ok"
 	switch {
@@ -186,7 +204,8 @@ type lineLogger struct {
 	log    hclog.Logger
 	stream string
 	level  hclog.Level
-	tail   *tail // also keeps the last lines, when set
+	tail   *tail        // also keeps the last lines, when set
+	limit  *outputLimit // the job's bucket; nil: no limit
 	mu     sync.Mutex
 	buf    bytes.Buffer
 }
@@ -222,8 +241,12 @@ func (l *lineLogger) flush() {
 
 func (l *lineLogger) emit(line []byte) {
 	s := strings.TrimRight(string(line), "\r")
-	l.log.Log(l.level, s, "stream", l.stream)
-	l.tail.add(s)
+	l.tail.add(s) // the task hooks' tail is kept whole: it is small
+	// Lines below the log's level cost nothing and take no tokens (a
+	// health check's output at Debug).
+	if l.log.GetLevel() <= l.level && l.limit.allow(l.log) {
+		l.log.Log(l.level, s, "stream", l.stream)
+	}
 }
 
 // tail keeps the last lines a command wrote, both streams interleaved, for

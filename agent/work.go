@@ -98,6 +98,9 @@ func (w *leaderWork) scheduleNext(after time.Time) {
 func (w *leaderWork) startRun() error {
 	run := w.j.spec.Run
 	s, err := w.j.runner.start("run", run.Command, w.elected)
+	if shortOfResources(err) {
+		return w.retryShort(err) // resources.go: not this node's fault for good
+	}
 	if err != nil {
 		// A missing program, a file that is not executable, a dir that does
 		// not exist: this node cannot do the work, and retrying here would

@@ -2,12 +2,11 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -46,7 +45,7 @@ type TriggerResult struct {
 // Options configure the handler.
 type Options struct {
 	Agent   Agent
-	Token   string       // bearer token for POST endpoints; "" = POST refused unless loopback-only
+	Token   string       // bearer token for POST endpoints; "" = POST only from loopback, same-origin (guard.go)
 	Metrics http.Handler // served at /metrics when set
 	Logger  hclog.Logger
 	Now     func() time.Time
@@ -67,6 +66,13 @@ type Options struct {
 
 // Handler returns the API's routes.
 func Handler(o Options) http.Handler {
+	mux, _ := newRouter(o)
+	return mux
+}
+
+// newRouter builds the API's mux, and says what it serves (the guard's
+// tests send every state-changing route the requests it must refuse).
+func newRouter(o Options) (*http.ServeMux, []route) {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
@@ -74,32 +80,33 @@ func Handler(o Options) http.Handler {
 		o.Now = time.Now
 	}
 	s := &server{o}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/jobs", s.jobs)
-	mux.HandleFunc("GET /v1/jobs/{job}", s.job)
-	mux.HandleFunc("GET /v1/jobs/{job}/history", s.history)
-	mux.HandleFunc("GET /v1/jobs/{job}/leader", s.role(true))
-	mux.HandleFunc("GET /v1/jobs/{job}/follower", s.role(false))
-	mux.HandleFunc("POST /v1/jobs/{job}/step-down", s.authorized(s.stepDown))
-	mux.HandleFunc("POST /v1/jobs/{job}/trigger", s.authorized(s.trigger))
-	mux.HandleFunc("GET /v1/agent", s.agent)
-	mux.HandleFunc("POST /v1/drain", s.authorized(s.drain))
-	mux.HandleFunc("POST /v1/reload", s.authorized(s.reload))
-	mux.HandleFunc("GET /v1/reload", s.lastReload)
-	mux.HandleFunc("POST /v1/plan", s.authorized(s.plan))
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	registerUI(mux, s) // the status page, /ui (ui.go)
+	g := &guard{token: o.Token, formKey: rand.Text(), cop: http.NewCrossOriginProtection()}
+	rt := &router{mux: http.NewServeMux(), g: g, s: s, ui: &ui{s: s, formKey: g.formKey}}
+	rt.route("GET /v1/jobs", s.jobs)
+	rt.route("GET /v1/jobs/{job}", s.job)
+	rt.route("GET /v1/jobs/{job}/history", s.history)
+	rt.route("GET /v1/jobs/{job}/leader", s.role(true))
+	rt.route("GET /v1/jobs/{job}/follower", s.role(false))
+	rt.route("POST /v1/jobs/{job}/step-down", s.stepDown)
+	rt.route("POST /v1/jobs/{job}/trigger", s.trigger)
+	rt.route("GET /v1/agent", s.agent)
+	rt.route("POST /v1/drain", s.drain)
+	rt.route("POST /v1/reload", s.reload)
+	rt.route("GET /v1/reload", s.lastReload)
+	rt.route("POST /v1/plan", s.plan)
+	rt.route("GET /healthz", s.healthz)
+	rt.route("GET /readyz", s.readyz)
+	registerUI(rt) // the status page, /ui (ui.go)
 	// A browser pointed at the agent's address lands on the status page.
 	// Relative, so that it still works behind a proxy's path prefix.
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	rt.route("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "ui")
 		w.WriteHeader(http.StatusFound)
 	})
 	if o.Metrics != nil {
-		mux.Handle("GET /metrics", o.Metrics)
+		rt.route("GET /metrics", o.Metrics.ServeHTTP)
 	}
-	return mux
+	return rt.mux, rt.routes
 }
 
 type server struct{ o Options }
@@ -244,51 +251,6 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-// authorized guards a handler with the bearer token. Without a token
-// configured, only loopback clients are let through (the agent refuses to
-// listen beyond loopback without a token, so this is the default setup).
-func (s *server) authorized(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if s.o.Token == "" {
-			if !loopbackRemote(r.RemoteAddr) {
-				s.writeError(w, http.StatusForbidden, "no api_token is configured: only loopback clients may call this")
-				return
-			}
-			h(w, r)
-			return
-		}
-		got, ok := bearerToken(r.Header.Get("Authorization"))
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="electd"`)
-			s.writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		h(w, r)
-	}
-}
-
-// bearerToken returns the token of an Authorization header of the Bearer
-// scheme. Clients and proxies spell the scheme in any case and may pad it,
-// both of which RFC 7235 §2.1 allows: the scheme is case-insensitive and
-// 1*SP separates it from the credentials.
-func bearerToken(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimLeft(token, " ")
-	return token, token != ""
-}
-
-func loopbackRemote(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // writeJSON is the only way an answer leaves the API, so every answer is

@@ -71,6 +71,7 @@ func newAgent() *jobsAgent {
 func do(t *testing.T, h http.Handler, method, path, remote, auth string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, nil)
+	req.Host = "127.0.0.1:8790" // as the CLI addresses the default listen
 	if remote != "" {
 		req.RemoteAddr = remote
 	}

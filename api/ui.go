@@ -2,16 +2,13 @@ package api
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,12 +26,10 @@ import (
 // page's Content-Security-Policy.
 //
 // Looking needs no token. The step-down and drain buttons are plain forms
-// that POST to /ui/step-down and /ui/drain, guarded as the API's POST
-// endpoints are (the api_token, typed into the page, or loopback only when
-// none is configured) and against cross-site requests: the browser's
-// Sec-Fetch-Site or Origin (http.CrossOriginProtection), a page that may not
-// be framed, and without a token a per-agent form value and a loopback Host
-// (a DNS-rebound name is not one).
+// that POST to /ui/step-down and /ui/drain, through the same guard as the
+// API's POST endpoints (guard.go), at its form door: the api_token typed
+// into the page, or without one a per-agent form value; and the page may
+// not be framed.
 
 //go:embed ui
 var uiFiles embed.FS
@@ -68,25 +63,22 @@ const uiRefresh = 5
 // uiHistory is how many transitions the page shows per job, newest first.
 const uiHistory = 10
 
-// uiFormMax bounds a form's body: a token and a job name.
-const uiFormMax = 16 << 10
-
 type ui struct {
 	s *server
 	// formKey is sent with the forms when no api_token is configured: a
 	// page of another site cannot read it, so cannot make a loopback
 	// browser post a form that carries it.
 	formKey string
-	cop     *http.CrossOriginProtection
 }
 
-// registerUI adds the status page's routes to mux.
-func registerUI(mux *http.ServeMux, s *server) {
-	u := &ui{s: s, formKey: rand.Text(), cop: http.NewCrossOriginProtection()}
-	mux.HandleFunc("GET /ui", u.page)
-	mux.HandleFunc("GET /ui/{$}", u.page)
-	mux.HandleFunc("POST /ui/step-down", u.stepDown)
-	mux.HandleFunc("POST /ui/drain", u.drain)
+// registerUI adds the status page's routes; its forms go through the
+// guard's form door (guard.go).
+func registerUI(rt *router) {
+	u := rt.ui
+	rt.route("GET /ui", u.page)
+	rt.route("GET /ui/{$}", u.page)
+	rt.handle("POST /ui/step-down", formDoor, u.stepDown)
+	rt.handle("POST /ui/drain", formDoor, u.drain)
 }
 
 // The page's data. Every string that came from the agent went through
@@ -181,7 +173,7 @@ func (u *ui) view(r *http.Request) uiPage {
 		p.CanAct, p.NeedToken = true, true
 	case !loopbackRemote(r.RemoteAddr):
 		p.ReadOnly = "Read-only: no api_token is configured, so only loopback clients may step down or drain."
-	case !uiLoopbackHost(r.Host):
+	case !loopbackHost(r.Host):
 		p.ReadOnly = "Read-only: open this page at a loopback address (127.0.0.1, [::1] or localhost) to use its buttons."
 	default:
 		p.CanAct, p.FormKey = true, u.formKey
@@ -302,43 +294,7 @@ func uiRedirect(w http.ResponseWriter, r *http.Request, query string) {
 	w.WriteHeader(http.StatusSeeOther)
 }
 
-// authorize checks a button's form: from this page, by someone allowed to
-// act. It answers the refusal itself and returns false.
-func (u *ui) authorize(w http.ResponseWriter, r *http.Request) bool {
-	if err := u.cop.Check(r); err != nil {
-		u.refuse(w, r, http.StatusForbidden, "Refused: the form was sent from another site.")
-		return false
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, uiFormMax)
-	if err := r.ParseForm(); err != nil {
-		u.refuse(w, r, http.StatusBadRequest, "Refused: the form could not be read.")
-		return false
-	}
-	if u.s.o.Token != "" {
-		got := r.PostForm.Get("token")
-		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(u.s.o.Token)) != 1 {
-			u.refuse(w, r, http.StatusUnauthorized, "Refused: missing or wrong API token (the agent's api_token).")
-			return false
-		}
-		return true
-	}
-	switch {
-	case !loopbackRemote(r.RemoteAddr):
-		u.refuse(w, r, http.StatusForbidden, "Refused: no api_token is configured, so only loopback clients may use these buttons.")
-	case !uiLoopbackHost(r.Host):
-		u.refuse(w, r, http.StatusForbidden, "Refused: open the page at a loopback address (127.0.0.1, [::1] or localhost) to use its buttons.")
-	case subtle.ConstantTimeCompare([]byte(r.PostForm.Get("form_key")), []byte(u.formKey)) != 1:
-		u.refuse(w, r, http.StatusForbidden, "Refused: the form did not come from this agent's page (or the agent restarted since it was loaded): reload the page and try again.")
-	default:
-		return true
-	}
-	return false
-}
-
 func (u *ui) stepDown(w http.ResponseWriter, r *http.Request) {
-	if !u.authorize(w, r) {
-		return
-	}
 	name := r.PostForm.Get("job")
 	err := u.s.o.Agent.StepDown(r.Context(), name)
 	switch {
@@ -353,9 +309,6 @@ func (u *ui) stepDown(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *ui) drain(w http.ResponseWriter, r *http.Request) {
-	if !u.authorize(w, r) {
-		return
-	}
 	var on bool
 	switch r.PostForm.Get("drain") {
 	case "on":
@@ -372,21 +325,6 @@ func (u *ui) drain(w http.ResponseWriter, r *http.Request) {
 	} else {
 		uiRedirect(w, r, "drain=off")
 	}
-}
-
-// uiLoopbackHost says whether a request's Host names this machine's loopback
-// interface: a page loaded through another name that resolves to 127.0.0.1
-// (DNS rebinding) belongs to that name's site.
-func uiLoopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // uiAgo is how long before now t was: "just now", "4.2s ago", "3m12s ago".

@@ -138,6 +138,10 @@ func (l *loader) decodeProviderBlock(block *hcl.Block) (*providerDecl, hcl.Diagn
 	p := &providerDecl{Provider: Provider{Type: typ, Name: name, Settings: settings, values: l.providerValues(block, content.Attributes)}, DeclRange: block.DefRange}
 	p.src = l.blockSource(block)
 	p.reads = l.rec.block
-	l.secret(settings.Secrets()...)
+	if block.DefRange.Filename != defaultProviderFile {
+		// The embedded default's file path is electd's, not a secret:
+		// masked, errors about the file could not say where it is.
+		l.secret(settings.Secrets()...)
+	}
 	return p, diags
 }

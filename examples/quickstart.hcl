@@ -1,6 +1,6 @@
 # Quickstart: every node runs this same file. No provider block is declared,
-# so electd uses its embedded default, a SQLite file in the working directory
-# (provider sql.default). Start it with `make run`, then run `make run` again
+# so electd uses its embedded default, a SQLite file beside this one,
+# examples/electd.db (provider sql.default). Start it with `make run`, then run `make run` again
 # in two more terminals: one agent leads, and when you stop it (Ctrl-C) or kill
 # it, another takes over.
 

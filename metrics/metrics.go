@@ -28,6 +28,12 @@ type Metrics struct {
 	// skipped) them, so sum them over the fleet.
 	TaskRuns     *prometheus.CounterVec   // job, result
 	TaskDuration *prometheus.HistogramVec // job
+	// OutputDropped counts command output lines kept out of the log by
+	// the job's rate limit.
+	OutputDropped *prometheus.CounterVec // job
+	// ResourceErrors counts commands that could not start because this
+	// node was short of a resource (open files, memory, processes).
+	ResourceErrors *prometheus.CounterVec // job, errno
 }
 
 func New(version, commit string) *Metrics {
@@ -59,12 +65,20 @@ func New(version, commit string) *Metrics {
 			Help:    "How long the task runs this node ran took, from start to exit.",
 			Buckets: []float64{.1, .5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400},
 		}, []string{"job"}),
+		OutputDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "electd_output_lines_dropped_total",
+			Help: "Lines of command output kept out of the agent's log by the job's rate limit.",
+		}, []string{"job"}),
+		ResourceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "electd_resource_errors_total",
+			Help: "Commands that could not start because this node was short of a resource, by errno (EMFILE, ENFILE, ENOMEM, EAGAIN, ...).",
+		}, []string{"job", "errno"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "electd_build_info", Help: "Build of this agent; always 1.",
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.jobs, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, m.TaskRuns, m.TaskDuration, build,
+	m.reg.MustRegister(m.jobs, m.LeaseOp, m.LeaseErrors, m.ActionRuns, m.GivenAway, m.TaskRuns, m.TaskDuration, m.OutputDropped, m.ResourceErrors, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

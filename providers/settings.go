@@ -48,6 +48,14 @@ type Settings interface {
 	Secrets() []string
 }
 
+// ReadOnlyOpener is Settings that can open the store only to observe it
+// (electd leases): the client creates nothing, neither a table nor a
+// database file, and says so when there is nothing where the settings
+// point.
+type ReadOnlyOpener interface {
+	OpenReadOnly(ctx context.Context, log hclog.Logger) (Provider, error)
+}
+
 // FieldError is a problem with one attribute of a provider block. Detail is
 // a whole sentence that never repeats the value: it may be a secret.
 type FieldError struct {

@@ -10,7 +10,10 @@
 //
 //   - Start returns once the command runs in the group, so a stop sent at
 //     once reaches it; a command that cannot start (missing program or Dir,
-//     no x bit) is an error from Start that wraps ErrCannotStart.
+//     no x bit) is an error from Start that wraps ErrCannotStart; one that
+//     could not start for lack of a resource (EMFILE, ENFILE, ENOMEM,
+//     EAGAIN, ENOBUFS, in the agent or in the shim) wraps
+//     rlimit.ErrShortOfResources instead, and the errno.
 //   - Every descendant of the command dies when it is stopped, when it exits
 //     and when the agent dies (even by kill -9), including those that left
 //     the group by setsid, setpgid or a double fork: orphans are re-parented

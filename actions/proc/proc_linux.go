@@ -12,7 +12,20 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/electd/electd/internal/rlimit"
 )
+
+// startError is why the command name did not start: a resource this node
+// lacks for the moment (too many open files, no memory, no process slot:
+// rlimit.ErrShortOfResources, not ErrCannotStart, since trying again may
+// work), or ErrCannotStart.
+func startError(name string, err error) error {
+	if _, ok := rlimit.Errno(err); ok {
+		return fmt.Errorf("%w: cannot start %q: %w", rlimit.ErrShortOfResources, name, err)
+	}
+	return fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+}
 
 // cldExited is waitid's si_code for a child that exited by itself (not by a
 // signal).
@@ -49,7 +62,7 @@ func Start(spec Spec) (*Process, error) {
 	}
 	name := spec.Argv[0]
 	if err := checkDir(spec.Dir); err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+		return nil, startError(name, err)
 	}
 	if spec.Umask != nil && spec.Shim == "" {
 		// The umask is the whole process's: only a shim can set one for its
@@ -63,7 +76,7 @@ func Start(spec Spec) (*Process, error) {
 		case err == nil:
 			return p, nil
 		case !errors.Is(err, errSpareGone):
-			return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+			return nil, startError(name, err)
 		} // else a fresh shim, as if there were no spare
 	}
 	var cmd *exec.Cmd
@@ -71,7 +84,7 @@ func Start(spec Spec) (*Process, error) {
 	if spec.Shim != "" {
 		var err error
 		if report, reportW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+			return nil, startError(name, err)
 		}
 		defer report.Close()
 		// The shim finds the command by PATH itself, as exec.Command would,
@@ -97,14 +110,14 @@ func Start(spec Spec) (*Process, error) {
 		if spec.Shim != "" {
 			err = fmt.Errorf("shim %s: %w", spec.Shim, err)
 		}
-		return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+		return nil, startError(name, err)
 	}
 	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, shim: spec.Shim != "", done: make(chan struct{})}
 	go p.wait()
 	if report != nil {
 		if err := readReport(report); err != nil {
 			p.Kill()
-			return nil, fmt.Errorf("%w %q: %w", ErrCannotStart, name, err)
+			return nil, startError(name, err)
 		}
 	}
 	return p, nil

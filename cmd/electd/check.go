@@ -24,7 +24,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if len(paths) == 0 {
 		paths = stringList{"/etc/electd"}
 	}
-	opts := loadOptions()
+	opts := loadOptions(paths)
 	opts.NoEnv, opts.AllowUnsafeFiles, opts.Vars = *noEnv, *unsafeConfig, *vars
 	cfg, diags := config.Load(paths, opts)
 	if *asJSON {
@@ -40,6 +40,10 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	if diags.HasErrors() {
 		return 1
+	}
+	if w := fileLimitWarning(cfg); w != "" && !*asJSON {
+		// This shell's limit, not necessarily the service's: a warning.
+		fmt.Fprintln(stderr, w)
 	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "Success! The configuration is valid (%s, %s).\n",

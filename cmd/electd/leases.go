@@ -40,7 +40,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	opts := loadOptions()
+	opts := loadOptions(paths)
 	opts.AllowUnsafeFiles, opts.Vars = *unsafeConfig, *vars
 	cfg, diags := config.Load(paths, opts)
 	if diags.HasErrors() {
@@ -79,7 +79,7 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		if !ok {
 			spec, _ := cfg.Provider(job.Provider)
 			var err error
-			if p, err = spec.Settings.Open(ctx, hclog.NewNullLogger()); err != nil {
+			if p, err = openToObserve(ctx, spec.Settings); err != nil {
 				r.Error = secrets.String(err.Error())
 				rows, failed = append(rows, r), true
 				continue
@@ -124,6 +124,16 @@ func cmdLeases(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// openToObserve opens a store to read its leases: read-only where the
+// store can (a SQLite file is never created, nor a table), as an agent
+// opens it otherwise.
+func openToObserve(ctx context.Context, s providers.Settings) (providers.Provider, error) {
+	if ro, ok := s.(providers.ReadOnlyOpener); ok {
+		return ro.OpenReadOnly(ctx, hclog.NewNullLogger())
+	}
+	return s.Open(ctx, hclog.NewNullLogger())
 }
 
 // Where the package and `make install` put the configuration, and the

@@ -58,7 +58,7 @@ func cmdPlan(args []string, stdout, stderr io.Writer) int {
 		// The problems with their source lines, as `electd check -no-env`
 		// shows them: the environment that counts is the agent's, and the
 		// agent judges the files' permissions.
-		opts := loadOptions()
+		opts := loadOptions(abs)
 		opts.NoEnv, opts.AllowUnsafeFiles, opts.Vars = true, true, *vars
 		if _, diags := config.Load(abs, opts); diags.HasErrors() {
 			diags.WriteText(stderr)

@@ -54,7 +54,7 @@ func planRunJob(name, command string) string {
 // and returns the API's URL.
 func startPlanAgent(t *testing.T, path string) string {
 	t.Helper()
-	cfg, diags := config.Load([]string{path}, loadOptions())
+	cfg, diags := config.Load([]string{path}, loadOptions([]string{path}))
 	if diags.HasErrors() {
 		var b strings.Builder
 		diags.WriteText(&b)

@@ -70,7 +70,7 @@ func (r *reloader) reload(ctx context.Context, vars []config.Var) (result api.Re
 			result = fail(fmt.Sprintf("internal error while reloading: %v", p))
 		}
 	}()
-	opts := loadOptions()
+	opts := loadOptions(r.paths)
 	opts.AllowUnsafeFiles = r.allowPerm
 	opts.Vars, vars = r.varsFor(vars)
 	cfg, diags := loadLean(r.paths, opts)
@@ -112,7 +112,7 @@ func (r *reloader) plan(_ context.Context, paths []string, vars []config.Var) (r
 			result = st
 		}
 	}()
-	opts := loadOptions()
+	opts := loadOptions(r.paths) // the agent's own default, whatever paths are planned
 	opts.AllowUnsafeFiles = r.allowPerm
 	opts.Vars, _ = r.varsFor(vars)
 	cfg, diags := config.Load(paths, opts)

@@ -69,7 +69,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	opts := loadOptions()
+	opts := loadOptions(paths)
 	opts.AllowUnsafeFiles, opts.Vars = *unsafeConfig, *vars
 	cfg, diags := loadLean(paths, opts)
 	if diags.HasErrors() {
@@ -90,6 +90,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// their lines pass through the same masking, in their own format.
 	stdlog.SetOutput(secrets.Writer(stderr))
 	mysql.SetLogger(stdlog.New(secrets.Writer(stderr), "[mysql] ", stdlog.LstdFlags))
+	logFileLimit(cfg, log)
 	m := metrics.New(releaseVersion(), buildCommit())
 	shim, shimWhat := locateShim()
 	if shim == "" {
@@ -131,13 +132,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			log.Error("cannot listen for the API", "listen", cfg.Agent.Listen, "error", err)
 			return 1
 		}
-		srv = &http.Server{
-			Handler: api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
-				Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Plan: rl.plan, Redact: secrets}),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
+		srv = api.Server(api.Handler(api.Options{Agent: a, Token: cfg.Agent.APIToken,
+			Metrics: m.Handler(), Logger: log.Named("api"), Reload: rl.reload, LastReload: rl.lastReload, Plan: rl.plan, Redact: secrets}),
+			api.DefaultLimits)
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(api.Listener(ln, api.DefaultLimits)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("api server stopped", "error", err)
 			}
 		}()

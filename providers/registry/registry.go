@@ -4,6 +4,11 @@
 package registry
 
 import (
+	"path/filepath"
+
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/azureblob"
 	"github.com/electd/electd/providers/datastore"
@@ -30,11 +35,22 @@ func Types() map[string]providers.Type {
 }
 
 // Default is the provider jobs use when a configuration declares none: a
-// SQLite file in the working directory, so the quickstart runs several
-// agents on one machine with no server to install. It is decoded like any
-// block the operator writes.
+// SQLite file, so the quickstart runs several agents on one machine with
+// no server to install. It is decoded like any block the operator writes.
+// This form names the file relative to the working directory, for tests;
+// the commands use DefaultIn, with an absolute path.
 const Default = `provider "sql" "default" {
   driver = "sqlite"
-  dsn    = "electd.db"
+  dsn    = "` + DefaultFile + `"
 }
 `
+
+// DefaultFile is the embedded default's database file.
+const DefaultFile = "electd.db"
+
+// DefaultIn is Default with its file in dir, an absolute path: every
+// command finds the same file wherever it is run from.
+func DefaultIn(dir string) string {
+	dsn := hclwrite.TokensForValue(cty.StringVal(filepath.Join(dir, DefaultFile))).Bytes()
+	return "provider \"sql\" \"default\" {\n  driver = \"sqlite\"\n  dsn    = " + string(dsn) + "\n}\n"
+}

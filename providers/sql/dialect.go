@@ -1,20 +1,25 @@
 package sql
 
 import (
+	"context"
 	dbsql "database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers driver "sqlite"
+	"modernc.org/sqlite"
+
+	"github.com/electd/electd/internal/rlimit"
 )
 
 // DefaultTable is the table used when the settings leave Table empty.
@@ -71,11 +76,7 @@ func newDialect(s Settings) (*dialect, error) {
 	d := &dialect{driver: s.Driver, ttlArg: ms, retryable: func(error) bool { return false }}
 	switch s.Driver {
 	case "sqlite":
-		db, err := dbsql.Open("sqlite", sqliteDSN(s.DSN))
-		if err != nil {
-			return nil, fmt.Errorf("sql: open sqlite: %w", err)
-		}
-		d.db = db
+		d.db = dbsql.OpenDB(sqliteConnector{dsn: sqliteDSN(s.DSN, s.readOnly)})
 		d.table = `"` + table + `"`
 		now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
 		d.remaining = `(expires_at - ` + now + `) * 1000`
@@ -235,9 +236,13 @@ func rebind(s string) string {
 }
 
 // sqliteDSN turns a file path (or a file: URI) into a modernc DSN with the
-// settings that let several processes share the file.
-func sqliteDSN(dsn string) string {
+// settings that let several processes share the file. A read-only client
+// sets no journal mode: that is a write.
+func sqliteDSN(dsn string, readOnly bool) string {
 	params := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	if readOnly {
+		params = "_pragma=busy_timeout(5000)"
+	}
 	if strings.Contains(dsn, "?") {
 		return dsn + "&" + params
 	}
@@ -263,3 +268,35 @@ func (e *expiry) Scan(src any) error {
 	}
 	return nil
 }
+
+// noTable says whether err is the database's "the lease table does not
+// exist", which a read-only client reads as "no lease was ever taken".
+func noTable(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code == "42P01" // undefined_table
+	case errors.As(err, &me):
+		return me.Number == 1146 // ER_NO_SUCH_TABLE
+	}
+	return strings.Contains(err.Error(), "no such table")
+}
+
+// sqliteConnector opens SQLite connections, and tells a file that cannot be
+// opened because the agent has all the files its limit allows open (SQLite
+// says only "unable to open database file") for the shortage it is.
+type sqliteConnector struct{ dsn string }
+
+var sqliteDriver = &sqlite.Driver{}
+
+func (c sqliteConnector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := sqliteDriver.Open(c.dsn)
+	if err != nil && rlimit.AtFileLimit() {
+		open, limit, _ := rlimit.OpenFiles()
+		return nil, fmt.Errorf("%w: %w (%d open, limit %d): %w", rlimit.ErrShortOfResources, syscall.EMFILE, open, limit, err)
+	}
+	return conn, err
+}
+
+func (c sqliteConnector) Driver() driver.Driver { return sqliteDriver }

@@ -3,6 +3,9 @@ package sql
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
+	"os"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -18,9 +21,14 @@ type Settings struct {
 	Driver string // postgres | mysql | sqlite
 	DSN    string // secret: a postgres URL or key=value string, a mysql DSN, a sqlite path or file: URI
 	Table  string // a plain identifier; default DefaultTable
+
+	readOnly bool // OpenReadOnly: observe only, create nothing
 }
 
-var _ providers.Settings = (*Settings)(nil)
+var (
+	_ providers.Settings       = (*Settings)(nil)
+	_ providers.ReadOnlyOpener = (*Settings)(nil)
+)
 
 // maxField bounds keys and holders: they are varchar(255) columns.
 const maxField = 255
@@ -72,6 +80,23 @@ func (s *Settings) Secrets() []string {
 // Open returns the store; see New.
 func (s *Settings) Open(ctx context.Context, log hclog.Logger) (providers.Provider, error) {
 	return New(ctx, *s, log)
+}
+
+// OpenReadOnly returns a client that only observes: it never creates the
+// table, and a SQLite database is opened read-only (mode=ro), so a path
+// with no file is an error rather than a new empty database.
+func (s *Settings) OpenReadOnly(ctx context.Context, log hclog.Logger) (providers.Provider, error) {
+	ro := *s
+	ro.readOnly = true
+	if s.Driver == "sqlite" {
+		if path := sqlitePath(s.DSN); path != "" {
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("sql: no SQLite database at %s (no agent has used this provider there): %w", path, err)
+			}
+			ro.DSN = (&url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro"}).String()
+		}
+	}
+	return New(ctx, ro, log)
 }
 
 // Validate parses the DSN for its driver and checks the table name. It

@@ -32,6 +32,7 @@ type Provider struct {
 
 	ensureMu sync.Mutex
 	ensured  bool
+	readOnly bool // Settings.OpenReadOnly: never creates the table
 
 	renews *renewStmts // sqlite: prepared renewals, one at a time (stmts.go)
 	wake   *lockWake   // mysql: named locks that wake candidates (lockwake.go)
@@ -52,7 +53,10 @@ func New(ctx context.Context, s Settings, log hclog.Logger) (providers.Provider,
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{d: d, log: log.Named("sql").With("driver", s.Driver)}
+	p := &Provider{d: d, log: log.Named("sql").With("driver", s.Driver), readOnly: s.readOnly}
+	if s.readOnly {
+		return p, nil // observes only: no notifications to set up
+	}
 	if s.Driver == "sqlite" {
 		p.renews = newRenewStmts()
 	}
@@ -359,10 +363,15 @@ func lost(l providers.Lease) error {
 // Observe returns the record of key; Holder is "" when the lease is free or
 // expired by the database clock.
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
-	if err := p.ensure(ctx); err != nil {
-		return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
+	if !p.readOnly {
+		if err := p.ensure(ctx); err != nil {
+			return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
+		}
 	}
 	l, remaining, _, err := p.observe(ctx, key)
+	if err != nil && p.readOnly && noTable(err) {
+		return providers.Lease{Key: key}, nil // no agent has acquired a lease here yet
+	}
 	if err != nil {
 		return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
 	}
