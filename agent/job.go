@@ -47,6 +47,8 @@ type job struct {
 	lastLeader string
 	clash      *clash
 
+	bits canBits // its bits in a membership record's canSet (fleet.go)
+
 	// The highest token seen for the job, and the last one reported below
 	// it (mark.go).
 	mark, regressed uint64
@@ -73,6 +75,7 @@ func newJob(spec *config.Job, l *loop, o Options) *job {
 		j.health = &health{}
 	}
 	j.taskSpec = spec.Task
+	j.bits = canBitsOf(spec.Name)
 	j.eligible = matches(l.fleet.tags, spec.Constraint)
 	j.st = JobStatus{Job: spec.Name, Provider: spec.Provider, State: StateCandidate, TTL: spec.TTL, RetryEvery: spec.RetryEvery, Eligible: j.eligible}
 	if !j.eligible {
