@@ -339,13 +339,16 @@ func (a *Agent) newRunningJob(spec *config.Job, key string, prior *runningJob) *
 	return &runningJob{job: j, provKey: key}
 }
 
-// startMembers starts the membership record on each store whose jobs need
-// to know the other agents: all of them when balancing, else those with a
-// job that prefers some nodes. Its ttl is the shortest of the jobs' there.
+// startMembers starts the membership record on each store of the agent's
+// jobs (for RunOnce: when balancing, else where a job prefers some nodes).
+// Its ttl is the shortest of the jobs' there.
 func (a *Agent) startMembers(jobs []*runningJob) {
 	need := map[*loop]time.Duration{}
 	for _, r := range jobs {
-		if r.l.members != nil || (!a.fleet.balance && len(r.spec.Prefer) == 0) {
+		// A drain needs to know which agents can take each job: every
+		// agent keeps its record, but `electd lock` only where it balances
+		// or prefers.
+		if r.l.members != nil || (a.once != nil && !a.fleet.balance && len(r.spec.Prefer) == 0) {
 			continue
 		}
 		if ttl, ok := need[r.l]; !ok || r.spec.TTL < ttl {
@@ -497,27 +500,46 @@ func (a *Agent) StepDown(ctx context.Context, name string) error {
 }
 
 // Drain makes every job hand over and compete for none (on), or compete
-// again (off). It lasts until cancelled or the agent restarts. It returns
-// how many jobs this node led when it was asked.
-func (a *Agent) Drain(on bool) int {
+// again (off). It lasts until cancelled or the agent restarts. A job this
+// agent leads is handed over when another live agent can lead it now (its
+// membership record says so); otherwise it is kept, and handed over as soon
+// as one can, unless force gives it up anyway. Drain returns what it did
+// with each job this agent led when asked.
+func (a *Agent) Drain(on, force bool) []DrainJob {
 	was := a.fleet.draining.Swap(on)
-	leading := 0
+	a.fleet.forced.Store(on && force)
+	var replies []chan *DrainJob
+	var dones []<-chan struct{}
 	for _, r := range a.running() {
-		if r.get().State == StateLeader {
-			leading++
-		}
-		if was != on {
-			r.l.post(func() { r.job.drain(on) })
+		reply := make(chan *DrainJob, 1)
+		r.l.post(func() { reply <- r.job.drain(on) })
+		replies = append(replies, reply)
+		dones = append(dones, r.done())
+	}
+	out := []DrainJob{}
+	for i, reply := range replies {
+		select {
+		case d := <-reply:
+			if d != nil {
+				out = append(out, *d)
+			}
+		case <-dones[i]:
 		}
 	}
-	if was != on {
+	if was != on || force {
 		if on {
-			a.log.Info("draining: handing over every job and competing for none", "leading", leading)
+			kept := 0
+			for _, d := range out {
+				if d.Kept {
+					kept++
+				}
+			}
+			a.log.Info("draining: handing over every job and competing for none", "leading", len(out), "kept", kept, "force", force)
 		} else {
 			a.log.Info("drain cancelled: competing again")
 		}
 	}
-	return leading
+	return out
 }
 
 // Info is the agent as GET /v1/agent shows it.

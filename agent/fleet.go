@@ -50,6 +50,7 @@ type fleet struct {
 	tags     map[string]string // the agent's tags, "node" = node_id included
 	balance  bool
 	draining atomic.Bool
+	forced   atomic.Bool // the drain gives up the jobs no other agent can lead
 	redact   *redact.Set // the configuration's secrets, masked in what hooks are given
 }
 
@@ -88,7 +89,7 @@ func (j *job) unfit() string {
 	case !j.eligible:
 		return fmt.Sprintf("not eligible: constraint %s does not match this node's tags (%s)",
 			describeTags(j.spec.Constraint), describeTags(j.l.fleet.tags))
-	case j.l.fleet.draining.Load():
+	case j.l.fleet.draining.Load() && !j.drainKept:
 		return "the agent is draining"
 	case j.spec.Health != nil && j.health.state == HealthUnknown:
 		return "waiting for the first health check"
@@ -110,16 +111,68 @@ func (j *job) refit() {
 }
 
 // drain sets the agent's drain on this job: a leader hands over, a
-// candidate stops competing; cancelling makes it compete again.
-func (j *job) drain(on bool) {
+// candidate stops competing; cancelling makes it compete again. It returns
+// what became of a leader, nil for a job that did not lead here.
+func (j *job) drain(on bool) *DrainJob {
 	if on && j.phase == leading {
-		j.stepDown(ErrDrained)
-		return
+		return j.drainLeader()
+	}
+	if !on && j.drainKept {
+		j.drainKept = false
+		j.setCompeting(true, "")
 	}
 	if why := j.unfit(); why != "" {
 		j.setCompeting(false, why) // shown now, whatever is in flight
 	}
 	j.refit()
+	return nil
+}
+
+// DrainJob is what a drain does with a job this agent leads.
+type DrainJob struct {
+	Job string `json:"job"`
+	// Takers are the other live agents that can lead the job now (their
+	// node_id): the job is handed over, and one of them takes it once the
+	// lease is released. Empty with Kept.
+	Takers []string `json:"takers,omitempty"`
+	// Kept: no other live agent can lead the job now (none has it, or
+	// each of them is draining, unhealthy, holding it off or excluded by
+	// its constraint), so this agent keeps leading it and hands it over
+	// as soon as one can; a forced drain gives it up anyway.
+	Kept bool `json:"kept,omitempty"`
+	// Forced: given up by a forced drain while no other agent could lead it.
+	Forced bool `json:"forced,omitempty"`
+}
+
+// drainKeptWhy is what a leader kept by a drain shows as its waiting.
+const drainKeptWhy = "draining: no other agent can lead this job now; it stays here until one can (electd drain -force gives it up)"
+
+// drainLeader hands over j, led by a draining agent, when another live
+// agent can lead it, or the drain is forced; else it keeps it.
+func (j *job) drainLeader() *DrainJob {
+	rep := &DrainJob{Job: j.spec.Name}
+	if m := j.l.members; m != nil && j.spec.Mode != config.ModeLock {
+		for _, r := range m.takers(j) {
+			rep.Takers = append(rep.Takers, NodeOf(r.holder))
+		}
+	}
+	switch {
+	case len(rep.Takers) > 0 || j.spec.Mode == config.ModeLock:
+		// A lock-mode job holds its lease for one slot's run: it goes.
+	case j.l.fleet.forced.Load():
+		rep.Forced = true
+	default:
+		rep.Kept = true
+		if !j.drainKept {
+			j.drainKept = true
+			j.log().Warn("draining, but no other agent can lead this job now: keeping it until one can")
+			j.setCompeting(true, drainKeptWhy)
+		}
+		return rep
+	}
+	j.drainKept = false
+	j.stepDown(ErrDrained)
+	return rep
 }
 
 // deferral is how long a candidate waits, beyond the moment the lease is
@@ -545,6 +598,15 @@ func (m *members) rebalance() {
 	l := m.l
 	self := l.fleet.tags
 	pl := l.placement()
+	if l.fleet.draining.Load() {
+		// A job a draining agent kept, for want of another agent that can
+		// lead it, goes as soon as one can.
+		for _, j := range l.jobs {
+			if j.phase == leading && j.drainKept {
+				j.drainLeader()
+			}
+		}
+	}
 	for _, j := range pl.prefer {
 		if j.phase == leading && !matches(self, j.spec.Prefer) && m.wanted[j.spec.Name] {
 			j.stepDown(ErrPreempted)

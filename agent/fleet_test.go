@@ -196,8 +196,8 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	a := startAgent(t, loadConfig(t, fleetConfig("a", db, "", false, jobs.String())), quiet)
 	eventually(t, 10*time.Second, "a leads all", func() bool { return leaders(a)[0] == 4 })
 	b := startAgent(t, loadConfig(t, fleetConfig("b", db, "", false, jobs.String())), quiet)
-	if n := a.Drain(true); n != 4 {
-		t.Errorf("Drain says a led %d jobs, want 4", n)
+	if d := a.Drain(true, false); len(d) != 4 {
+		t.Errorf("Drain says a led %d jobs, want 4: %+v", len(d), d)
 	}
 	eventually(t, 10*time.Second, "b leads all", func() bool { return leaders(b)[0] == 4 })
 	noJobLedTwice(t, a, b)
@@ -212,7 +212,7 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 			t.Errorf("job %s demoted for %v, want [drained]", j.Job, got)
 		}
 	}
-	a.Drain(false)
+	a.Drain(false, false)
 	eventually(t, 5*time.Second, "a competes again", func() bool { return statusOf(a, "d0").Competing })
 	b.stop(t)
 	eventually(t, 10*time.Second, "a leads again once b is gone", func() bool { return leaders(a)[0] == 4 })

@@ -29,11 +29,12 @@ type job struct {
 	status
 
 	// Together, so that they take one word.
-	phase    phase
-	notified bool  // a notification came while asking
-	eligible bool  // its constraint admits this node
-	known    bool  // lastLeader is known (below)
-	backoffs uint8 // terms in a row whose work ended by itself, up to maxBackoffs
+	phase     phase
+	notified  bool  // a notification came while asking
+	eligible  bool  // its constraint admits this node
+	known     bool  // lastLeader is known (below)
+	backoffs  uint8 // terms in a row whose work ended by itself, up to maxBackoffs
+	drainKept bool  // a draining agent leads it on, for want of another that can (fleet.go)
 
 	timer    *timer     // a candidate's next attempt
 	holdOff  time.Time  // a candidate does not compete before

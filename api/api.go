@@ -23,7 +23,7 @@ type Agent interface {
 	Jobs() []agent.JobStatus
 	StepDown(ctx context.Context, job string) error
 	Ready() bool // every job loop started
-	Drain(on bool) int
+	Drain(on, force bool) []agent.DrainJob
 	Info() agent.Info
 	History(job string) ([]agent.Transition, error)
 }
@@ -208,25 +208,35 @@ func (s *server) agent(w http.ResponseWriter, r *http.Request) {
 // DrainResult is the answer of POST /v1/drain.
 type DrainResult struct {
 	Draining bool `json:"draining"`
-	// Leading is how many jobs this node led when asked: they are being
-	// handed over (GET /v1/jobs shows when they are done).
-	Leading int `json:"leading"`
+	// Leading is how many jobs this node led when asked; Jobs says what the
+	// drain does with each: handed over to one of the agents that can lead
+	// it now, or kept while none can (given up anyway with ?force=true).
+	// GET /v1/jobs shows when another agent leads them.
+	Leading int              `json:"leading"`
+	Jobs    []agent.DrainJob `json:"jobs"`
 }
 
-// drain starts a drain, or cancels it with ?cancel=true.
+// drain starts a drain, or cancels it with ?cancel=true; ?force=true gives
+// up the jobs no other agent can lead.
 func (s *server) drain(w http.ResponseWriter, r *http.Request) {
-	on := true
-	switch r.URL.Query().Get("cancel") {
-	case "", "false", "0":
-	case "true", "1":
-		on = false
-	default:
-		s.writeError(w, http.StatusBadRequest, "cancel must be true or false")
-		return
+	on, force := true, false
+	for _, q := range []struct {
+		name string
+		v    *bool
+		set  bool
+	}{{"cancel", &on, false}, {"force", &force, true}} {
+		switch r.URL.Query().Get(q.name) {
+		case "", "false", "0":
+		case "true", "1":
+			*q.v = q.set
+		default:
+			s.writeError(w, http.StatusBadRequest, q.name+" must be true or false")
+			return
+		}
 	}
-	n := s.o.Agent.Drain(on)
-	s.o.Logger.Info("drain requested through the API", "draining", on, "remote", r.RemoteAddr)
-	s.writeJSON(w, http.StatusOK, DrainResult{Draining: on, Leading: n})
+	jobs := s.o.Agent.Drain(on, force && on)
+	s.o.Logger.Info("drain requested through the API", "draining", on, "force", force && on, "remote", r.RemoteAddr)
+	s.writeJSON(w, http.StatusOK, DrainResult{Draining: on, Leading: len(jobs), Jobs: jobs})
 }
 
 // healthz fails when any job's loop is stuck (agent.Wedged): only then would

@@ -28,11 +28,11 @@ type jobsAgent struct {
 }
 
 func (a *jobsAgent) Jobs() []agent.JobStatus { a.mu.Lock(); defer a.mu.Unlock(); return a.jobs }
-func (a *jobsAgent) Drain(on bool) int {
+func (a *jobsAgent) Drain(on, force bool) []agent.DrainJob {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.draining = on
-	return 1
+	return []agent.DrainJob{{Job: "billing", Takers: []string{"web-2"}}}
 }
 func (a *jobsAgent) Info() agent.Info {
 	a.mu.Lock()

@@ -318,7 +318,7 @@ func (u *ui) drain(w http.ResponseWriter, r *http.Request) {
 		u.refuse(w, r, http.StatusBadRequest, "Refused: drain must be on or off.")
 		return
 	}
-	u.s.o.Agent.Drain(on)
+	u.s.o.Agent.Drain(on, false)
 	u.s.o.Logger.Info("drain requested through the status page", "draining", on, "remote", r.RemoteAddr)
 	if on {
 		uiRedirect(w, r, "drain=on")

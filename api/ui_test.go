@@ -31,11 +31,11 @@ type uiAgent struct {
 
 func (a *uiAgent) Jobs() []agent.JobStatus { a.mu.Lock(); defer a.mu.Unlock(); return a.jobs }
 func (a *uiAgent) Ready() bool             { return true }
-func (a *uiAgent) Drain(on bool) int {
+func (a *uiAgent) Drain(on, force bool) []agent.DrainJob {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.draining = on
-	return 1
+	return []agent.DrainJob{{Job: "billing", Takers: []string{"web-2"}}}
 }
 func (a *uiAgent) Info() agent.Info {
 	a.mu.Lock()

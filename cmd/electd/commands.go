@@ -80,10 +80,11 @@ func commands() []cmdSpec {
 			flags:   []flagSpec{addrFlag, tokenFlag}},
 		{name: "drain", run: cmdDrain,
 			summary: "ask a running agent to hand over every job and compete for none",
-			about:   "Ask a running agent to hand over every job it leads (stop its work, release the lease) and compete for none, until `electd drain -cancel` or the agent restarts. Waits until no job leads here.",
+			about:   "Ask a running agent to hand over every job it leads (stop its work, release the lease) to another agent that can lead it now, and compete for none, until `electd drain -cancel` or the agent restarts. A job that no other agent can lead now is kept, said so, and handed over once one can; the command then exits 1 unless -force gives such jobs up. Waits until another agent leads each job.",
 			flags: []flagSpec{
 				addrFlag, tokenFlag,
 				{"cancel", boolFlag, false, "end the drain: the agent competes again"},
+				{"force", boolFlag, false, "hand over the jobs that no other agent can lead now too, leaving them without a leader"},
 				{"wait", durationFlag, 2 * time.Minute, "wait at most `D` for every job to be handed over (0: do not wait)"},
 			}},
 		{name: "history", run: cmdHistory, operands: "JOB", min: 1, max: 1,

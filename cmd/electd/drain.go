@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,12 +15,15 @@ import (
 )
 
 // cmdDrain is `electd drain`: the agent hands over every job gracefully and
-// competes for none until `electd drain -cancel` or a restart.
+// competes for none until `electd drain -cancel` or a restart. A job that
+// no other agent can lead now stays where it is, and the command says so
+// and exits 1, unless -force gives it up.
 func cmdDrain(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("drain")
 	addr := fs.stringFlag("addr")
 	token := fs.stringFlag("token")
 	cancel := fs.boolFlag("cancel")
+	force := fs.boolFlag("force")
 	wait := fs.durationFlag("wait")
 	if _, exit, ok := fs.parse(args, stdout, stderr); !ok {
 		return exit
@@ -28,8 +32,11 @@ func cmdDrain(args []string, stdout, stderr io.Writer) int {
 		*token = os.Getenv(envToken)
 	}
 	path := "/v1/drain"
-	if *cancel {
+	switch {
+	case *cancel:
 		path += "?cancel=true"
+	case *force:
+		path += "?force=true"
 	}
 	var res api.DrainResult
 	if err := apiCall(http.MethodPost, *addr, path, *token, &res); err != nil {
@@ -41,28 +48,78 @@ func cmdDrain(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "draining: handing over %d job(s)\n", res.Leading)
+	kept := 0
+	for _, j := range res.Jobs {
+		switch {
+		case j.Kept:
+			kept++
+			fmt.Fprintf(stdout, "  %s: kept: no other agent can lead it now (none has it, or each is draining, unhealthy, holding it off or excluded by its constraint)\n", j.Job)
+		case j.Forced:
+			fmt.Fprintf(stdout, "  %s: given up (-force) although no other agent can lead it now\n", j.Job)
+		case len(j.Takers) > 0:
+			fmt.Fprintf(stdout, "  %s: handing over (can lead it: %s)\n", j.Job, strings.Join(j.Takers, ", "))
+		default:
+			fmt.Fprintf(stdout, "  %s: handing over\n", j.Job)
+		}
+	}
 	if *wait <= 0 {
+		if kept > 0 {
+			fmt.Fprintf(stderr, "electd drain: %d job(s) kept: no other agent can lead them now; the agent hands them over once one can (electd drain -force gives them up)\n", kept)
+			return 1
+		}
 		return 0
 	}
+	var info agent.Info
+	if err := apiCall(http.MethodGet, *addr, "/v1/agent", "", &info); err != nil {
+		fmt.Fprintln(stderr, "electd drain:", err)
+		return 1
+	}
 	deadline := time.Now().Add(*wait)
+	done := map[string]bool{}
 	for {
 		var jobs []agent.JobStatus
 		if err := apiCall(http.MethodGet, *addr, "/v1/jobs", "", &jobs); err != nil {
 			fmt.Fprintln(stderr, "electd drain:", err)
 			return 1
 		}
+		state := map[string]agent.JobStatus{}
 		busy := 0
 		for _, j := range jobs {
+			state[j.Job] = j
 			if j.State == agent.StateLeader || j.State == agent.StateStopping {
 				busy++
 			}
 		}
-		if busy == 0 {
+		var pending []string
+		for _, d := range res.Jobs {
+			if done[d.Job] {
+				continue
+			}
+			j, ok := state[d.Job]
+			switch {
+			case !ok:
+				done[d.Job] = true // removed by a reload meanwhile
+			case j.State == agent.StateLeader || j.State == agent.StateStopping:
+				pending = append(pending, d.Job+": still led here")
+			case j.Leader != "" && j.Leader != info.Node:
+				done[d.Job] = true
+				fmt.Fprintf(stdout, "  %s: handed over to %s\n", d.Job, j.Leader)
+			case d.Forced:
+				done[d.Job] = true
+				fmt.Fprintf(stdout, "  %s: released; no other agent leads it\n", d.Job)
+			default:
+				pending = append(pending, d.Job+": released, no other agent leads it yet")
+			}
+		}
+		if len(pending) == 0 && busy == 0 {
 			fmt.Fprintln(stdout, "drained: this agent leads no job")
 			return 0
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(stderr, "electd drain: %d job(s) still leading or stopping after %s\n", busy, *wait)
+			fmt.Fprintf(stderr, "electd drain: after %s, %d job(s) still led here or not yet led elsewhere:\n", *wait, max(busy, len(pending)))
+			for _, p := range pending {
+				fmt.Fprintln(stderr, "  "+p)
+			}
 			return 1
 		}
 		time.Sleep(200 * time.Millisecond)
