@@ -257,6 +257,11 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 	for _, name := range plan.Kept {
 		keep[name] = true
 	}
+	updated := map[string][]string{}
+	for _, c := range plan.Updated {
+		keep[c.Job] = true
+		updated[c.Job] = c.Attributes
+	}
 	for _, c := range plan.Restarted {
 		restart[c.Job] = true
 	}
@@ -282,6 +287,22 @@ func (a *Agent) apply(ctx context.Context, cfg *config.Config) (Plan, error) {
 		a.mu.Lock()
 		a.stopped[r] = true
 		a.mu.Unlock()
+	}
+
+	// The updated jobs take their new spec in place, each on its loop; the
+	// reload waits, so that nothing of the old spec is read after it.
+	for i := range cfg.Jobs {
+		spec := &cfg.Jobs[i]
+		attrs, ok := updated[spec.Name]
+		if !ok {
+			continue
+		}
+		r, ack := old[spec.Name], make(chan struct{})
+		r.l.post(func() { r.job.update(spec, attrs, a.opts); close(ack) })
+		select {
+		case <-ack:
+		case <-r.done():
+		}
 	}
 
 	// The new jobs of a loop start in one turn of it, so that their first
@@ -482,7 +503,7 @@ func (a *Agent) sample() []metrics.JobSample {
 // another node takes over. It fails when this node does not lead.
 func (a *Agent) StepDown(ctx context.Context, name string) error {
 	for _, j := range a.running() {
-		if j.spec.Name != name {
+		if j.name() != name {
 			continue
 		}
 		reply := make(chan error, 1)
@@ -558,7 +579,7 @@ func (a *Agent) Info() Info {
 // History is the last transitions of job this agent saw, oldest first.
 func (a *Agent) History(name string) ([]Transition, error) {
 	for _, j := range a.running() {
-		if j.spec.Name == name {
+		if j.name() == name {
 			return j.History(), nil
 		}
 	}

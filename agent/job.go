@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/electd/electd/config"
@@ -58,18 +60,16 @@ type job struct {
 // newJob is a job of spec, not started: its loop starts it.
 func newJob(spec *config.Job, l *loop, o Options) *job {
 	j := &job{spec: spec, l: l, policy: supervised{}}
+	j.st.Job = spec.Name // log() names the job from it
 	if spec.Mode == config.ModeLock {
 		j.policy = &perSlot{}
 	}
 	log := j.log()
-	hooks := [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange, spec.OnTaskFailed, spec.OnTaskSucceeded}
-	if spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooks, func(as []config.Action) bool {
-		return slices.ContainsFunc(as, func(a config.Action) bool { return a.Kind == config.ActionExec })
-	}) {
+	if needsRunner(spec) {
 		j.runner = &runner{job: spec.Name, log: log, shim: o.Shim, spares: o.spares, metrics: o.Metrics, as: spec.RunAs}
 		o.spares.Fill() // a candidate starts its command the moment it is elected
 	}
-	if slices.ContainsFunc(hooks, func(as []config.Action) bool { return len(as) > 0 }) {
+	if hasHooks(spec) {
 		j.hooks = &hookRunner{job: spec.Name, log: log, runner: j.runner, webhooks: o.Webhooks}
 	}
 	if spec.Health != nil {
@@ -92,6 +92,67 @@ func newJob(spec *config.Job, l *loop, o Options) *job {
 	// A store that never answers wedges the loop from its start.
 	j.st.LastLeaseOp = now
 	return j
+}
+
+func hooksOf(spec *config.Job) [][]config.Action {
+	return [][]config.Action{spec.OnElected, spec.OnDemoted, spec.OnLeaderChange, spec.OnTaskFailed, spec.OnTaskSucceeded}
+}
+
+// needsRunner says whether a job of spec starts commands: run, task, a
+// health command or an exec hook.
+func needsRunner(spec *config.Job) bool {
+	return spec.Run != nil || spec.Task != nil || (spec.Health != nil && spec.Health.Command != nil) || slices.ContainsFunc(hooksOf(spec), func(as []config.Action) bool {
+		return slices.ContainsFunc(as, func(a config.Action) bool { return a.Kind == config.ActionExec })
+	})
+}
+
+func hasHooks(spec *config.Job) bool {
+	return slices.ContainsFunc(hooksOf(spec), func(as []config.Action) bool { return len(as) > 0 })
+}
+
+// update applies, on the loop, a reload's new spec whose changes are all
+// applied in place (Diff): the leadership, token, command and history stay.
+// A new stop_timeout moves the term's step-down point; a new health check
+// starts over; a constraint that no longer admits this node makes a leader
+// step down and a candidate stop competing.
+func (j *job) update(spec *config.Job, attrs []string, o Options) {
+	j.spec = spec
+	if j.hooks == nil && hasHooks(spec) {
+		j.hooks = &hookRunner{job: spec.Name, log: j.log(), runner: j.runner, webhooks: o.Webhooks}
+	}
+	if slices.ContainsFunc(attrs, func(a string) bool { return a == "health" || strings.HasPrefix(a, "health.") }) {
+		j.stopHealth()
+		j.health = nil
+		if spec.Health != nil {
+			j.health = &health{}
+			j.startHealth()
+		} else {
+			j.mu.Lock()
+			j.st.Health = nil
+			j.mu.Unlock()
+		}
+	}
+	j.eligible = matches(j.l.fleet.tags, spec.Constraint)
+	j.mu.Lock()
+	j.st.Eligible, j.st.RetryEvery = j.eligible, spec.RetryEvery
+	j.mu.Unlock()
+	j.l.placed.stale = true
+	if len(attrs) > 0 {
+		j.log().Info("configuration changed: applied in place, the job keeps running", "attributes", strings.Join(attrs, ","))
+	}
+	switch j.phase {
+	case leading:
+		if !j.eligible {
+			j.stepDown(fmt.Errorf("%w: its constraint no longer admits this node", ErrConfigChanged))
+			return
+		}
+		j.term.retime()
+	case candidate:
+		if why := j.unfit(); why != "" {
+			j.setCompeting(false, why)
+		}
+		j.refit()
+	}
 }
 
 // done is closed once the job has retired: its work stopped, its lease
@@ -131,7 +192,12 @@ func (j *job) inherit(prior *job) {
 
 // log is the loop's logger with the job's name on every line. It is made
 // when a line is logged, rather than kept: thousands of jobs log little.
-func (j *job) log() hclog.Logger { return jobLog{j.l.log, j.spec.Name} }
+// The name is the status's, which never changes: a reload may replace
+// j.spec on the loop while the work's stop logs off it.
+func (j *job) log() hclog.Logger { return jobLog{j.l.log, j.st.Job} }
+
+// name is the job's name, safe to read off the loop.
+func (j *job) name() string { return j.st.Job }
 
 // jobLog is a logger that adds the job's name to every line. It costs a
 // string where log.With would copy the logger.

@@ -3,6 +3,7 @@ package agent
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/electd/electd/config"
 )
@@ -18,6 +19,12 @@ type Plan struct {
 	// Restarted jobs stop as removed ones do, and start again with the new
 	// configuration.
 	Restarted []Change
+	// Updated jobs keep running: their leadership, token, command (the
+	// same process) and history stay, and the changed attributes apply in
+	// place. Only attributes that do not change the running command or its
+	// environment are applied so (UpdatesInPlace); a change of comments or
+	// layout alone is one too.
+	Updated []Change
 	// Kept jobs are untouched: their leadership, token and child stay.
 	Kept []string
 	// Agent names the attributes of the agent block that differ from those
@@ -26,7 +33,7 @@ type Plan struct {
 	Agent []string
 }
 
-// Change is a job that a reload restarts, and why.
+// Change is a job that a reload restarts or updates, and why.
 type Change struct {
 	Job string
 	// Attributes whose values differ, as paths: "ttl", "run.command",
@@ -37,9 +44,48 @@ type Change struct {
 	Attributes []string
 }
 
-// Changes reports whether the plan starts or stops any job.
+// Changes reports whether the plan starts, stops or updates any job.
 func (p Plan) Changes() bool {
-	return len(p.Added)+len(p.Removed)+len(p.Restarted) > 0
+	return len(p.Added)+len(p.Removed)+len(p.Restarted)+len(p.Updated) > 0
+}
+
+// inPlace are the attributes (and blocks) a reload applies to a running job
+// without stopping it: none of them changes the running command or its
+// environment. A path is one of them, or inside one.
+var inPlace = []string{
+	"retry_every",
+	"run.stop_signal", "run.stop_timeout", "run.restart", "run.restart_wait",
+	"run.max_failures", "run.failure_window", "run.hold_off",
+	"task.timeout", "task.stop_signal", "task.stop_timeout",
+	"health",
+	"constraint", "prefer", "prefer_settle",
+	"on_elected", "on_demoted", "on_leader_change", "on_task_failed", "on_task_succeeded",
+}
+
+// UpdatesInPlace says whether attribute path (as Change names it) is
+// applied to a running job without a restart.
+func UpdatesInPlace(path string) bool {
+	for _, a := range inPlace {
+		if path == a || strings.HasPrefix(path, a+".") || strings.HasPrefix(path, a+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// updatable says whether the change from o to n, whose attributes attrs
+// differ, can be applied to the running job: every attribute in place, and
+// no command runner needed that the job was built without.
+func updatable(o, n *config.Job, attrs []string) bool {
+	if o.Provider != n.Provider || (needsRunner(n) && !needsRunner(o)) {
+		return false
+	}
+	for _, a := range attrs {
+		if !UpdatesInPlace(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // Diff is the plan of a reload from old to new: a job is kept when its
@@ -69,7 +115,12 @@ func Diff(old, new *config.Config) Plan {
 		case o.Fingerprint == spec.Fingerprint && oldKeys[o.Provider] == newKeys[spec.Provider]:
 			p.Kept = append(p.Kept, spec.Name)
 		default:
-			p.Restarted = append(p.Restarted, Change{Job: spec.Name, Attributes: changedAttributes(old, o, new, spec)})
+			c := Change{Job: spec.Name, Attributes: changedAttributes(old, o, new, spec)}
+			if oldKeys[o.Provider] == newKeys[spec.Provider] && updatable(o, spec, c.Attributes) {
+				p.Updated = append(p.Updated, c)
+			} else {
+				p.Restarted = append(p.Restarted, c)
+			}
 		}
 	}
 	if old != nil {

@@ -342,8 +342,9 @@ func (t *term) stepDown(reason error) {
 		return
 	}
 	w.cancelTimers()
+	spec := j.spec // a reload may update j.spec on the loop meanwhile
 	go func() {
-		w.stop()
+		w.stop(spec)
 		j.l.post(func() {
 			if j.spec.Task != nil {
 				// The release carries the record of the run it stopped.
@@ -352,6 +353,24 @@ func (t *term) stepDown(reason error) {
 			t.release(lease, reason)
 		})
 	}()
+}
+
+// retime follows a reload that changed the job's stop_timeout in place:
+// the step-down point moves, and the next renewal with it.
+func (t *term) retime() {
+	j := t.j
+	t.stopBy = timing.StopBy(t.sent, j.spec.TTL, j.spec.StopTimeout())
+	if t.renewing {
+		j.l.cancel(t.timer)
+		t.timer = j.l.at(t.stopBy, func() {
+			t.timer = nil
+			t.pastDeadline()
+		})
+		return
+	}
+	if !t.pastDeadline() {
+		t.scheduleRenewal()
+	}
 }
 
 // Release.

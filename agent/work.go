@@ -435,16 +435,16 @@ func (w *leaderWork) stopped(reason error) string {
 // stop ends the work: stop signal to each process group, SIGKILL after the
 // grace, and returns once everything is gone. It runs off the loop, after
 // cancelTimers: no new work starts.
-func (w *leaderWork) stop() {
+func (w *leaderWork) stop(spec *config.Job) {
 	if s := w.child; s != nil {
-		run := w.j.spec.Run
+		run := spec.Run
 		if s.Stop(signalOr(run.StopSignal), run.StopTimeout) {
 			w.j.log().Warn("run command did not stop within stop_timeout: killed its process group", "stop_timeout", run.StopTimeout)
 		}
 		w.j.runner.reap(s, false)
 	}
 	if s := w.task; s != nil {
-		task := w.j.spec.Task
+		task := spec.Task
 		if s.Stop(signalOr(task.StopSignal), task.StopTimeout) {
 			w.j.log().Warn("task did not stop within stop_timeout: killed its process group", "stop_timeout", task.StopTimeout)
 		}

@@ -20,11 +20,14 @@ import (
 type Changes struct {
 	Kept      []string `json:"kept"`
 	Restarted []string `json:"restarted"`
+	// Updated jobs keep running (leader, token, command, history): their
+	// changes apply in place.
+	Updated []string `json:"updated"`
 	Added     []string `json:"added"`
 	Removed   []string `json:"removed"`
-	// Attributes are, for each restarted job, the attributes whose values
-	// differ ("run.command", "sql.main.dsn"); an empty list when only the
-	// text of its block changed. Never the values.
+	// Attributes are, for each restarted or updated job, the attributes
+	// whose values differ ("run.command", "sql.main.dsn"); an empty list
+	// when only the text of its block changed. Never the values.
 	Attributes map[string][]string `json:"changed_attributes"`
 	// Agent names the agent block's attributes that differ from those the
 	// agent started with: they need a restart of the agent.
@@ -35,9 +38,13 @@ type Changes struct {
 // JSON shows [] rather than null.
 func ChangesOf(p agent.Plan) Changes {
 	c := Changes{Kept: nonNil(p.Kept), Added: nonNil(p.Added), Removed: nonNil(p.Removed),
-		Restarted: []string{}, Attributes: map[string][]string{}, Agent: nonNil(p.Agent)}
+		Restarted: []string{}, Updated: []string{}, Attributes: map[string][]string{}, Agent: nonNil(p.Agent)}
 	for _, r := range p.Restarted {
 		c.Restarted = append(c.Restarted, r.Job)
+		c.Attributes[r.Job] = nonNil(r.Attributes)
+	}
+	for _, r := range p.Updated {
+		c.Updated = append(c.Updated, r.Job)
 		c.Attributes[r.Job] = nonNil(r.Attributes)
 	}
 	return c
@@ -50,8 +57,8 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Any reports whether a job would start or stop.
-func (c Changes) Any() bool { return len(c.Restarted)+len(c.Added)+len(c.Removed) > 0 }
+// Any reports whether a job would start, stop or change.
+func (c Changes) Any() bool { return len(c.Restarted)+len(c.Updated)+len(c.Added)+len(c.Removed) > 0 }
 
 // PlanStatus is the answer of POST /v1/plan: what a reload of the
 // configuration at Paths would do now. The agent reads and evaluates the

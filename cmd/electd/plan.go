@@ -161,6 +161,7 @@ func writeChanges(w io.Writer, c api.Changes, would string) {
 			}{
 				{len(c.Added) > 0, "  + start (a candidate for its lease)"},
 				{len(c.Restarted) > 0, "  ~ restart (stop its work, release its lease, start with the new configuration)"},
+				{len(c.Updated) > 0, "  * update in place (the job keeps running: its leader, token, command and history stay)"},
 				{len(c.Removed) > 0, "  - stop (stop its work, release its lease)"},
 			} {
 				if l.on {
@@ -179,6 +180,13 @@ func writeChanges(w io.Writer, c api.Changes, would string) {
 				fmt.Fprintf(w, "  ~ %s (no attribute's value changed, only the text of its block or of its provider's: comments, layout)\n", name)
 			}
 		}
+		for _, name := range c.Updated {
+			if attrs := c.Attributes[name]; len(attrs) > 0 {
+				fmt.Fprintf(w, "  * %s: %s\n", name, strings.Join(attrs, ", "))
+			} else {
+				fmt.Fprintf(w, "  * %s (no attribute's value changed, only the text of its block: comments, layout)\n", name)
+			}
+		}
 		for _, name := range c.Removed {
 			fmt.Fprintf(w, "  - %s\n", name)
 		}
@@ -186,13 +194,13 @@ func writeChanges(w io.Writer, c api.Changes, would string) {
 	}
 	switch {
 	case plan && c.Any():
-		fmt.Fprintf(w, "Plan: %d to add, %d to restart, %d to remove, %d kept (%s).\n",
-			len(c.Added), len(c.Restarted), len(c.Removed), len(c.Kept), untouched)
+		fmt.Fprintf(w, "Plan: %d to add, %d to restart, %s%d to remove, %d kept (%s).\n",
+			len(c.Added), len(c.Restarted), updatedCount(c, "to update in place"), len(c.Removed), len(c.Kept), untouched)
 	case plan:
 		fmt.Fprintf(w, "No changes: %s keep %s (%s).\n", would, jobCount(len(c.Kept)), untouched)
 	case c.Any():
-		fmt.Fprintf(w, "Reloaded: %d added, %d restarted, %d removed, %d kept (%s).\n",
-			len(c.Added), len(c.Restarted), len(c.Removed), len(c.Kept), untouched)
+		fmt.Fprintf(w, "Reloaded: %d added, %d restarted, %s%d removed, %d kept (%s).\n",
+			len(c.Added), len(c.Restarted), updatedCount(c, "updated in place"), len(c.Removed), len(c.Kept), untouched)
 	default:
 		fmt.Fprintf(w, "Reloaded: no changes; %s kept (%s).\n", jobCount(len(c.Kept)), untouched)
 	}
@@ -200,6 +208,15 @@ func writeChanges(w io.Writer, c api.Changes, would string) {
 		fmt.Fprintf(w, "\nWarning: the agent block changed (%s). A reload does not apply the agent block: it takes effect when the agent restarts.\n",
 			strings.Join(c.Agent, ", "))
 	}
+}
+
+// updatedCount is the count of jobs updated in place for the summary
+// line, when there are any.
+func updatedCount(c api.Changes, what string) string {
+	if len(c.Updated) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d %s, ", len(c.Updated), what)
 }
 
 func jobCount(n int) string {

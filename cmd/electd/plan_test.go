@@ -157,12 +157,13 @@ func TestPlanAndReload(t *testing.T) {
 		t.Errorf("plan -json: %+v", st)
 	}
 
-	// Only the text of a job changed: it restarts, and the plan says why.
+	// Only the text of a job changed: it keeps running (an update in place
+	// with nothing to apply), and the plan says why.
 	commented := filepath.Join(dir, "commented.hcl")
 	planFiles(t, commented, db, steady+strings.Replace(planRunJob("billing", `["sleep", "600"]`), "  run {", "  # billing\n  run {", 1)+
 		planRunJob("legacy", `["sleep", "600"]`))
 	code, out, _ = runCLI("plan", "-addr", url, commented)
-	if code != planChanges || !strings.Contains(out, "  ~ billing (no attribute's value changed, only the text") {
+	if code != planChanges || !strings.Contains(out, "  * billing (no attribute's value changed, only the text") {
 		t.Errorf("plan of a comment: exit %d, want 2 and the reason:\n%s", code, out)
 	}
 
