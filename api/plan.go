@@ -23,8 +23,8 @@ type Changes struct {
 	// Updated jobs keep running (leader, token, command, history): their
 	// changes apply in place.
 	Updated []string `json:"updated"`
-	Added     []string `json:"added"`
-	Removed   []string `json:"removed"`
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
 	// Attributes are, for each restarted or updated job, the attributes
 	// whose values differ ("run.command", "sql.main.dsn"); an empty list
 	// when only the text of its block changed. Never the values.
