@@ -50,8 +50,9 @@ type fleet struct {
 	tags     map[string]string // the agent's tags, "node" = node_id included
 	balance  bool
 	draining atomic.Bool
-	forced   atomic.Bool // the drain gives up the jobs no other agent can lead
-	redact   *redact.Set // the configuration's secrets, masked in what hooks are given
+	forced   atomic.Bool  // the drain gives up the jobs no other agent can lead
+	views    atomic.Int64 // membership views taken, on every store (tests wait on it)
+	redact   *redact.Set  // the configuration's secrets, masked in what hooks are given
 }
 
 func newFleet(a config.Agent, holder string) *fleet {
@@ -115,7 +116,7 @@ func (j *job) refit() {
 // what became of a leader, nil for a job that did not lead here.
 func (j *job) drain(on bool) *DrainJob {
 	if on && j.phase == leading {
-		return j.drainLeader()
+		return j.drainLeader(false)
 	}
 	if !on && j.drainKept {
 		j.drainKept = false
@@ -144,12 +145,19 @@ type DrainJob struct {
 	Forced bool `json:"forced,omitempty"`
 }
 
-// drainKeptWhy is what a leader kept by a drain shows as its waiting.
-const drainKeptWhy = "draining: no other agent can lead this job now; it stays here until one can (electd drain -force gives it up)"
+// drainKeptWhy is what a leader kept by a drain shows as its waiting;
+// drainNextWhy, one about to be handed over.
+const (
+	drainKeptWhy = "draining: no other agent can lead this job now; it stays here until one can (electd drain -force gives it up)"
+	drainNextWhy = "draining: handing over"
+)
 
-// drainLeader hands over j, led by a draining agent, when another live
-// agent can lead it, or the drain is forced; else it keeps it.
-func (j *job) drainLeader() *DrainJob {
+// drainLeader decides for j, led by a draining agent: handed over when
+// another live agent can lead it, given up when the drain is forced (or
+// for a lock-mode job's slot), else kept. Unless now, a job to hand over
+// stays until drainSome hands it over (a few at a time, once the other
+// agents have seen this one drain, so that they share what it gives).
+func (j *job) drainLeader(now bool) *DrainJob {
 	rep := &DrainJob{Job: j.spec.Name}
 	if m := j.l.members; m != nil && j.spec.Mode != config.ModeLock {
 		for _, r := range m.takers(j) {
@@ -157,17 +165,22 @@ func (j *job) drainLeader() *DrainJob {
 		}
 	}
 	switch {
-	case len(rep.Takers) > 0 || j.spec.Mode == config.ModeLock:
+	case j.spec.Mode == config.ModeLock:
 		// A lock-mode job holds its lease for one slot's run: it goes.
+	case len(rep.Takers) > 0 && !now && !j.l.fleet.forced.Load():
+		j.drainKept = true
+		j.setCompeting(true, drainNextWhy)
+		return rep
+	case len(rep.Takers) > 0:
 	case j.l.fleet.forced.Load():
 		rep.Forced = true
 	default:
 		rep.Kept = true
-		if !j.drainKept {
-			j.drainKept = true
+		if j.st.Waiting != drainKeptWhy {
 			j.log().Warn("draining, but no other agent can lead this job now: keeping it until one can")
-			j.setCompeting(true, drainKeptWhy)
 		}
+		j.drainKept = true
+		j.setCompeting(true, drainKeptWhy)
 		return rep
 	}
 	j.drainKept = false
@@ -209,24 +222,33 @@ const (
 type record struct {
 	Leading  int               `json:"n"`
 	Draining bool              `json:"d,omitempty"`
-	Can      string            `json:"c,omitempty"` // the jobs it can lead now: a canSet, base64
+	Can      string            `json:"c,omitempty"` // the jobs it can lead: a canSet, base64
+	Held     string            `json:"h,omitempty"` // of those, the ones it holds off now: a holdSet, base64
 	Tags     map[string]string `json:"t,omitempty"`
 	Wants    []string          `json:"w,omitempty"` // jobs it is preferred for and ready to lead
 	holder   string
-	can      *canSet // Can, decoded; nil from an agent that does not publish it
+	can      *canSet  // Can, decoded; nil from an agent that does not publish it
+	held     *holdSet // Held, decoded; nil when it holds off none
 }
 
-// canSet is the set of jobs an agent can lead now on a store, as a Bloom
+// canSet is the set of jobs an agent can lead on a store, as a Bloom
 // filter that fits a membership record (a lease value is at most 256
 // bytes): the jobs it has configured (leader mode), whose constraint
-// admits it, whose health check passes, that it does not hold off, while
-// it does not drain. A job outside the set is certainly not one the agent
-// can lead; a job in it almost certainly is (false positives: about 1 in
-// 5,000 with 30 such jobs per agent and store, 1 in 200 with 100).
+// admits it, whose health check passes, while it does not drain. A job
+// outside the set is certainly not one the agent can lead; a job in it
+// almost certainly is (false positives: about 1 in 2,500 with 30 such jobs
+// per agent and store, 1 in 100 with 100). Those it holds off now, after
+// a term (for balance, preference, a step-down), are in a smaller set of
+// the same kind: they count in its share, since the hold-off ends within a
+// ttl, but it is not one to hand them to meanwhile.
 type canSet [canBytes]byte
 
+// holdSet is a canSet's smaller sibling: few jobs are held off at once.
+type holdSet [holdBytes]byte
+
 const (
-	canBytes  = 96 // 768 bits, 128 characters of base64
+	canBytes  = 80 // 640 bits, 107 characters of base64
+	holdBytes = 24 // 192 bits, 32 characters
 	canHashes = 3
 )
 
@@ -237,19 +259,22 @@ func canBitsOf(name string) canBits {
 	sum := sha256.Sum256([]byte(name))
 	var b canBits
 	for i := range b {
-		b[i] = binary.BigEndian.Uint16(sum[2*i:]) % (canBytes * 8)
+		b[i] = binary.BigEndian.Uint16(sum[2*i:])
 	}
 	return b
 }
 
-func (s *canSet) add(b canBits) {
+// bloomAdd and bloomHas set and test a job's bits in a filter of any size.
+func bloomAdd(s []byte, b canBits) {
 	for _, i := range b {
+		i %= uint16(len(s) * 8)
 		s[i/8] |= 1 << (i % 8)
 	}
 }
 
-func (s *canSet) has(b canBits) bool {
+func bloomHas(s []byte, b canBits) bool {
 	for _, i := range b {
+		i %= uint16(len(s) * 8)
 		if s[i/8]&(1<<(i%8)) == 0 {
 			return false
 		}
@@ -257,40 +282,51 @@ func (s *canSet) has(b canBits) bool {
 	return true
 }
 
-func (s *canSet) String() string { return base64.RawStdEncoding.EncodeToString(s[:]) }
+func encodeBloom(s []byte) string { return base64.RawStdEncoding.EncodeToString(s) }
 
-func parseCanSet(v string) *canSet {
+func decodeBloom(v string, into []byte) bool {
 	b, err := base64.RawStdEncoding.DecodeString(v)
-	if err != nil || len(b) != canBytes {
-		return nil
+	if err != nil || len(b) != len(into) {
+		return false
 	}
-	var s canSet
-	copy(s[:], b)
-	return &s
+	copy(into, b)
+	return true
 }
 
-// canLead says whether the agent of record r can lead j now: by its
+// counts says whether the agent of record r takes a share of j: by its
 // published set, or, from an agent that does not publish one, by its tags.
-func (r record) canLead(j *job) bool {
+func (r record) counts(j *job) bool {
 	if r.Draining {
 		return false
 	}
 	if r.can != nil {
-		return r.can.has(j.bits)
+		return bloomHas(r.can[:], j.bits)
 	}
 	return matches(tagsOf(r), j.spec.Constraint)
 }
 
-// canLeadHere says whether this agent can lead j now (it leads it, or it
-// would compete for it): what it publishes in its canSet.
-func (j *job) canLeadHere() bool {
+// canLead says whether the agent of record r can take j now: it counts,
+// and does not hold it off.
+func (r record) canLead(j *job) bool {
+	return r.counts(j) && (r.held == nil || !bloomHas(r.held[:], j.bits))
+}
+
+// countsHere says whether this agent takes a share of j (it leads it, or
+// it would compete for it but for a hold-off): what it publishes in its
+// canSet.
+func (j *job) countsHere() bool {
 	switch {
 	case j.spec.Mode == config.ModeLock || j.retiring != nil || j.phase == retired:
 		return false
 	case j.phase == leading:
 		return true
 	}
-	return j.eligible && !j.l.fleet.draining.Load() && j.healthy() && !j.l.clock.Now().Before(j.holdOff)
+	return j.eligible && !j.l.fleet.draining.Load() && j.healthy()
+}
+
+// heldHere says whether this agent, which counts for j, holds it off now.
+func (j *job) heldHere() bool {
+	return j.phase != leading && j.l.clock.Now().Before(j.holdOff)
 }
 
 // takers are the live agents, other than this one, that can lead j now.
@@ -328,9 +364,14 @@ type members struct {
 	target      int             // this agent's share of the provider's jobs
 	othersUnder bool            // some other agent leads fewer than its share
 	under       []record        // the other agents under their share
+	ready       []record        // of those, the ones seen under in two views in a row
+	underSince  map[string]int  // by holder: the view it was first seen under in
+	seq         int             // views taken
 	moved       int             // handovers since the view was read
 	lastMove    time.Time
 	moveTimer   *timer
+	drainViews  int    // views taken since the drain began
+	drainTimer  *timer // the next drainSome
 }
 
 // startMembers begins keeping this agent's membership record on l's store.
@@ -456,7 +497,16 @@ func (m *members) read(ctx context.Context) []record {
 		}
 		rec.holder = lease.Holder
 		if rec.Can != "" {
-			rec.can = parseCanSet(rec.Can)
+			rec.can = new(canSet)
+			if !decodeBloom(rec.Can, rec.can[:]) {
+				rec.can = nil
+			}
+		}
+		if rec.Held != "" {
+			rec.held = new(holdSet)
+			if !decodeBloom(rec.Held, rec.held[:]) {
+				rec.held = nil
+			}
 		}
 		out = append(out, rec)
 		highest = max(highest, i)
@@ -530,12 +580,21 @@ func (m *members) own() record {
 	l := m.l
 	rec := record{Leading: l.leading, Draining: l.fleet.draining.Load(), Tags: maps.Clone(l.fleet.tags)}
 	var can canSet
+	var held holdSet
+	anyHeld := false
 	for _, j := range l.jobs {
-		if j.canLeadHere() {
-			can.add(j.bits)
+		if j.countsHere() {
+			bloomAdd(can[:], j.bits)
+			if j.heldHere() {
+				bloomAdd(held[:], j.bits)
+				anyHeld = true
+			}
 		}
 	}
-	rec.Can = can.String()
+	rec.Can = encodeBloom(can[:])
+	if anyHeld {
+		rec.Held = encodeBloom(held[:])
+	}
 	now := time.Now()
 	for _, j := range l.placement().prefer {
 		if j.phase == leading || j.phase == stopping || j.unfit() != "" ||
@@ -558,6 +617,8 @@ func (m *members) own() record {
 // update takes a fresh view of the other agents, on the loop.
 func (m *members) update(view []record) {
 	m.view, m.moved = view, 0
+	m.seq++
+	m.l.fleet.views.Add(1)
 	clear(m.wanted)
 	for _, r := range view {
 		for _, w := range r.Wants {
@@ -598,14 +659,10 @@ func (m *members) rebalance() {
 	l := m.l
 	self := l.fleet.tags
 	pl := l.placement()
-	if l.fleet.draining.Load() {
-		// A job a draining agent kept, for want of another agent that can
-		// lead it, goes as soon as one can.
-		for _, j := range l.jobs {
-			if j.phase == leading && j.drainKept {
-				j.drainLeader()
-			}
-		}
+	if !l.fleet.draining.Load() {
+		m.drainViews = 0
+	} else if m.drainViews++; m.drainViews > 2 {
+		m.drainSome()
 	}
 	for _, j := range pl.prefer {
 		if j.phase == leading && !matches(self, j.spec.Prefer) && m.wanted[j.spec.Name] {
@@ -618,9 +675,10 @@ func (m *members) rebalance() {
 	}
 
 	// Everyone's share: each job counts 1/k for each of the k live,
-	// undrained agents that can lead it now (this one included when it
-	// can): an agent that has not got the job, whose constraint or health
-	// keeps it out, or that holds it off, takes no share of it.
+	// undrained agents that can lead it (this one included when it can):
+	// an agent that has not got the job, or whose constraint or health
+	// keeps it out, takes no share of it. One that holds it off for a
+	// while takes its share, but is not handed it (underCanLead).
 	var peers []record
 	for _, r := range m.view {
 		if !r.Draining {
@@ -641,12 +699,12 @@ func (m *members) rebalance() {
 		}
 		k := 0
 		for i, r := range peers {
-			admits[i] = r.canLead(j)
+			admits[i] = r.counts(j)
 			if admits[i] {
 				k++
 			}
 		}
-		admits[me] = j.canLeadHere()
+		admits[me] = j.countsHere()
 		if admits[me] {
 			k++
 		}
@@ -658,17 +716,31 @@ func (m *members) rebalance() {
 	}
 	targets := make([]int, me+1)
 	deficit, excess := 0, 0
-	m.under = m.under[:0]
+	m.under, m.ready = m.under[:0], m.ready[:0]
+	since := make(map[string]int, len(m.underSince))
 	for i, s := range shares {
 		targets[i] = int(math.Ceil(s - 1e-9))
 		switch d := loads[i] - targets[i]; {
 		case d < 0 && i != me:
 			deficit -= d
+			h := peers[i].holder
+			first, ok := m.underSince[h]
+			if !ok {
+				first = m.seq
+			}
+			since[h] = first
 			m.under = append(m.under, peers[i])
+			// Handed a job only once under in two views: by then the
+			// other agents have read its record too, and defer to it
+			// rather than take what this one gives.
+			if m.seq > first {
+				m.ready = append(m.ready, peers[i])
+			}
 		case d > 0:
 			excess += d
 		}
 	}
+	m.underSince = since
 	m.target, m.othersUnder = targets[me], deficit > 0
 	over := loads[me] - targets[me]
 	if over <= 0 || deficit == 0 {
@@ -690,7 +762,8 @@ func (m *members) rebalance() {
 	// that no other agent can take stays here.
 	var pick *job
 	for _, j := range l.jobs {
-		if j.phase != leading || j.spec.Mode == config.ModeLock || len(j.spec.Prefer) > 0 || !m.underCanLead(j) {
+		if j.phase != leading || j.spec.Mode == config.ModeLock || len(j.spec.Prefer) > 0 ||
+			!slices.ContainsFunc(m.ready, func(r record) bool { return r.canLead(j) }) {
 			continue
 		}
 		if pick == nil || moveCost(j) < moveCost(pick) ||
@@ -707,6 +780,35 @@ func (m *members) rebalance() {
 	pick.stepDown(ErrBalanced)
 	if m.moved < allowance && m.moveTimer == nil {
 		m.moveTimer = l.after(movePause, func() { m.moveTimer = nil; m.rebalance() })
+	}
+}
+
+// drainSome hands over the jobs a draining agent still leads, as soon as
+// another agent can lead them: a few at a time (one per movePause, more
+// when many are left), so that an agent that took one is not handed the
+// next before the others (deferral). The drain waits two views first, so
+// that the others have read this agent's record: they then count their
+// shares without it.
+func (m *members) drainSome() {
+	l := m.l
+	var left []*job
+	for _, j := range l.jobs {
+		if j.phase == leading && j.drainKept {
+			left = append(left, j)
+		}
+	}
+	slices.SortFunc(left, func(a, b *job) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	batch, moved := 1+len(left)/40, 0
+	for _, j := range left {
+		if moved == batch {
+			if m.drainTimer == nil {
+				m.drainTimer = l.after(movePause, func() { m.drainTimer = nil; m.drainSome() })
+			}
+			return
+		}
+		if d := j.drainLeader(true); !d.Kept {
+			moved++
+		}
 	}
 }
 
