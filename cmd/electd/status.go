@@ -142,6 +142,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		if note == "" && !j.Competing && j.State != agent.StateLeader && j.State != agent.StateStopping {
 			note = j.Waiting
 		}
+		if note == "" && j.State == agent.StateLeader && j.Waiting != "" {
+			note = j.Waiting // a draining agent's leader: kept, or about to be handed over
+		}
 		if j.TokenRegressions > 0 {
 			// Rare and serious: a fence downstream may refuse the leader.
 			lost := fmt.Sprintf("the store reported %d token(s) below %d, the highest seen: it lost writes", j.TokenRegressions, j.TokenMark)
