@@ -370,8 +370,9 @@ type members struct {
 	moved       int             // handovers since the view was read
 	lastMove    time.Time
 	moveTimer   *timer
-	drainViews  int    // views taken since the drain began
-	drainTimer  *timer // the next drainSome
+	drainViews  int                // views taken since the drain began
+	handed      map[*job]time.Time // handed over for balance, until seen led elsewhere (or a ttl passed)
+	drainTimer  *timer             // the next drainSome
 }
 
 // startMembers begins keeping this agent's membership record on l's store.
@@ -758,6 +759,28 @@ func (m *members) rebalance() {
 		}
 		return
 	}
+	// At most one handover in flight per agent ready to take one: a job
+	// handed over counts until this agent sees another lead it, or for a
+	// ttl. An agent killed while its record lives on is handed one job at
+	// most, which waits for this agent's hold-off, not every job.
+	inflight := 0
+	for j, at := range m.handed {
+		if j.phase == retired || now.Sub(at) >= j.spec.TTL {
+			delete(m.handed, j)
+			continue
+		}
+		if st := j.get(); st.Leader != "" && st.Leader != l.fleet.node && j.phase != leading {
+			delete(m.handed, j)
+			continue
+		}
+		inflight++
+	}
+	if inflight >= len(m.ready) {
+		if inflight > 0 && m.moveTimer == nil {
+			m.moveTimer = l.after(movePause, func() { m.moveTimer = nil; m.rebalance() })
+		}
+		return
+	}
 	// Only a job that an agent under its share can lead now moves: one
 	// that no other agent can take stays here.
 	var pick *job
@@ -776,6 +799,10 @@ func (m *members) rebalance() {
 	}
 	m.moved++
 	m.lastMove = now
+	if m.handed == nil {
+		m.handed = map[*job]time.Time{}
+	}
+	m.handed[pick] = now
 	pick.log().Info("handing over to spread the jobs", "leading", loads[me], "share", targets[me])
 	pick.stepDown(ErrBalanced)
 	if m.moved < allowance && m.moveTimer == nil {
