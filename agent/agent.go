@@ -159,8 +159,10 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Reload replaces the configuration: unchanged jobs (same fingerprint) keep
-// their leadership, token and child; changed jobs step down and start again
-// with the new spec; removed jobs release; added jobs start. The agent block
+// their leadership, token and child; jobs whose changes apply in place
+// (Plan.Updated) keep them too and take the new spec; other changed jobs
+// step down and start again with the new spec; removed jobs release; added
+// jobs start. The agent block
 // is not reloaded (node_id, listen and api_token need a restart). When a new
 // provider cannot be opened, nothing changes and the error is returned. It
 // returns the plan it carried out: Diff of the running configuration and

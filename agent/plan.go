@@ -40,7 +40,8 @@ type Change struct {
 	// "on_demoted.webhook[0].url"; a provider's as "sql.main.dsn"; a block
 	// added or removed as "health". Empty when no value differs: the
 	// fingerprint counts the text of the job's block and of its provider's,
-	// so a change of comments or layout restarts the job too.
+	// so a change of comments or layout changes it too (the job is then
+	// updated in place, with nothing to apply).
 	Attributes []string
 }
 
@@ -89,9 +90,10 @@ func updatable(o, n *config.Job, attrs []string) bool {
 }
 
 // Diff is the plan of a reload from old to new: a job is kept when its
-// fingerprint and its provider's settings are the same, restarted when it
-// is in both but either differs. old is nil before the first start (every
-// job is added).
+// fingerprint and its provider's settings are the same; updated in place
+// when its provider's settings are the same and every attribute that
+// differs is one UpdatesInPlace names; else restarted. old is nil before
+// the first start (every job is added).
 func Diff(old, new *config.Config) Plan {
 	var p Plan
 	prev := map[string]*config.Job{}
