@@ -15,11 +15,7 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 const (
 	// maxTxEntities is the most entities one Commit may write in Firestore

@@ -14,11 +14,6 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
-
 // newTerm is a key of an AcquireMany that was free (or the caller's) when
 // read: its state as read and the session its new term goes on.
 type newTerm struct {

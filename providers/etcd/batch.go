@@ -36,7 +36,7 @@ const readsInFlight = 4
 // that changed a ttl every job of the provider takes that path once.
 const singleWorkers = 8
 
-var _ providers.BatchRenewer = (*Provider)(nil)
+var _ providers.Batcher = (*Provider)(nil)
 
 // RenewMany renews many leases with a handful of requests, however many
 // there are: the holder and token checks in transactions of up to 64 keys

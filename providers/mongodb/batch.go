@@ -12,11 +12,7 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 // singleWorkers bounds the single operations run at once for the items a
 // batch leaves to them (a record that changed between the read and the

@@ -76,7 +76,7 @@ func TestBatch(t *testing.T) {
 	batchStores(t, func(t *testing.T, open func(t *testing.T) providers.Provider) {
 		pa, pb := open(t), open(t)
 		t.Cleanup(func() { pa.Close(); pb.Close() })
-		a := pa.(providers.BatchAcquirer)
+		a := pa.(providers.Batcher)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		const n = 300
@@ -181,7 +181,7 @@ func TestBatch(t *testing.T) {
 		if _, err := pb.Acquire(ctx, stolen.Key, "b", time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		renewed, rerrs := pa.(providers.BatchRenewer).RenewMany(ctx, mineNow)
+		renewed, rerrs := pa.(providers.Batcher).RenewMany(ctx, mineNow)
 		for i, l := range mineNow {
 			if l.Key == stolen.Key {
 				if !errors.Is(rerrs[i], providers.ErrLost) {
@@ -204,7 +204,7 @@ func TestBatch(t *testing.T) {
 		if err := pa.Release(ctx, rel[0]); err != nil {
 			t.Fatal(err)
 		}
-		relErrs := pa.(providers.BatchReleaser).ReleaseMany(ctx, rel)
+		relErrs := pa.(providers.Batcher).ReleaseMany(ctx, rel)
 		for i, l := range rel {
 			if l.Key == stolen.Key || i == 0 {
 				if !errors.Is(relErrs[i], providers.ErrLost) {
@@ -236,17 +236,17 @@ func TestBatchDown(t *testing.T) {
 	p := unreachable(t)
 	defer p.Close()
 	ctx := context.Background()
-	leases, errs := p.(providers.BatchAcquirer).AcquireMany(ctx, []providers.AcquireRequest{{Key: "a", Holder: "h", TTL: time.Minute}, {Key: "b", Holder: "h", TTL: time.Minute}})
+	leases, errs := p.(providers.Batcher).AcquireMany(ctx, []providers.AcquireRequest{{Key: "a", Holder: "h", TTL: time.Minute}, {Key: "b", Holder: "h", TTL: time.Minute}})
 	for i, err := range errs {
 		if err == nil || leases[i].Token != 0 || errors.Is(err, providers.ErrHeld) {
 			t.Fatalf("AcquireMany with the store down: %+v, %v", leases[i], err)
 		}
 	}
 	ls := []providers.Lease{{Key: "a", Holder: "h", Token: 1, TTL: time.Minute}}
-	if _, errs := p.(providers.BatchRenewer).RenewMany(ctx, ls); errs[0] == nil || errors.Is(errs[0], providers.ErrLost) {
+	if _, errs := p.(providers.Batcher).RenewMany(ctx, ls); errs[0] == nil || errors.Is(errs[0], providers.ErrLost) {
 		t.Fatalf("RenewMany with the store down: %v", errs[0])
 	}
-	if errs := p.(providers.BatchReleaser).ReleaseMany(ctx, ls); errs[0] == nil || errors.Is(errs[0], providers.ErrLost) {
+	if errs := p.(providers.Batcher).ReleaseMany(ctx, ls); errs[0] == nil || errors.Is(errs[0], providers.ErrLost) {
 		t.Fatalf("ReleaseMany with the store down: %v", errs[0])
 	}
 }

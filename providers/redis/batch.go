@@ -13,11 +13,7 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 // batchSize bounds the scripts of one pipeline. Redis runs a pipeline's
 // commands one after another, each script atomic on its own, and serves

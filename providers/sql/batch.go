@@ -15,11 +15,7 @@ import (
 // under SQLite's limit of 32766 and MySQL's of 65535.
 const batchRows = 1000
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 // AcquireMany judges many Acquires in one statement per 1000 leases
 // (PostgreSQL and SQLite: one INSERT ... ON CONFLICT DO UPDATE ... RETURNING
