@@ -44,6 +44,15 @@ type Options struct {
 	// with the lower token; ConcurrentAcquire then checks the holder and
 	// that the token is not above the winner's.
 	TermsMayBeRaised string
+	// BatchSize is the number of leases of the Batch case, enough for the
+	// store to split the batch over several requests; default 130.
+	BatchSize int
+	// BadKey is a key the store refuses (the Batch case checks it is refused
+	// alone); default "".
+	BadKey string
+	// NoBatchRemaining, when set, says why the HeldErrors of AcquireMany
+	// carry no Remaining although Acquire's do.
+	NoBatchRemaining string
 }
 
 const longTTL = 30 * time.Second
@@ -58,6 +67,9 @@ func Run(t *testing.T, factory Factory, opts Options) {
 	}
 	if opts.Rounds == 0 {
 		opts.Rounds = 50
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 130
 	}
 	s := &suite{factory: factory, opts: opts}
 	// The race runs alone; the cases that wait for expiries run in parallel.
@@ -97,6 +109,17 @@ func Run(t *testing.T, factory Factory, opts Options) {
 		{"Remaining", s.remaining},
 		{"AcquireMany", s.acquireMany},
 		{"ReleaseMany", s.releaseMany},
+		{"Batch", s.batch},
+		{"BatchStoreDown", func(t *testing.T) {
+			if s.opts.Unreachable == nil {
+				t.Fatal("Options.Unreachable is required")
+			}
+			p := s.opts.Unreachable(t)
+			t.Cleanup(func() { _ = p.Close() })
+			if b, ok := providers.As[providers.Batcher](p); ok {
+				s.batchDown(t, b)
+			}
+		}},
 		{"Notify", s.notify},
 	} {
 		t.Run(c.name, func(t *testing.T) {
