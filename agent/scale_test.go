@@ -30,7 +30,15 @@ func (c *countingAcquire) AcquireMany(ctx context.Context, reqs []providers.Acqu
 		c.requests.Add(1)
 		c.leases.Add(int64(jobs))
 	}
-	return c.Provider.(providers.BatchAcquirer).AcquireMany(ctx, reqs)
+	return c.Provider.(providers.Batcher).AcquireMany(ctx, reqs)
+}
+
+func (c *countingAcquire) RenewMany(ctx context.Context, ls []providers.Lease) ([]providers.Lease, []error) {
+	return c.Provider.(providers.Batcher).RenewMany(ctx, ls)
+}
+
+func (c *countingAcquire) ReleaseMany(ctx context.Context, ls []providers.Lease) []error {
+	return c.Provider.(providers.Batcher).ReleaseMany(ctx, ls)
 }
 
 func (c *countingAcquire) Acquire(context.Context, string, string, time.Duration) (providers.Lease, error) {
