@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -79,7 +81,11 @@ func newFitRig(t *testing.T, spec config.Job, wrap func(*job)) *fitRig {
 	r.g = &gate{Provider: r.f, out: make(chan struct{}, 1)}
 	log := hclog.New(&hclog.LoggerOptions{Output: r.log, Level: hclog.Info, DisableTime: true})
 	r.l = newLoop(r.g, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-1"}, "node-1#0badcafe"), log)
-	r.j = newJob(&spec, r.l, Options{Clock: clk})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.j = newJob(&spec, r.l, Options{Clock: clk, Shim: self})
 	if wrap != nil {
 		wrap(r.j)
 	}
@@ -299,6 +305,47 @@ func TestDrainWhileRenewalIsOutStepsDown(t *testing.T) {
 	r.demoted(t, ReasonDrained)
 	if st := r.j.get(); st.State == StateLeader {
 		t.Errorf("state %q after the renewal answered a draining node", st.State)
+	}
+}
+
+// A task's slot recorded with a renewal whose answer comes after a drain:
+// the slot is not run, and the release carries the record from before it,
+// so that the next leader runs it (at most once, and not lost).
+func TestDrainWhileSlotRecordIsOutDoesNotRunIt(t *testing.T) {
+	every, err := config.ParseSchedule("@every 1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "ran")
+	spec := fitSpec()
+	spec.TTL, spec.RenewEvery, spec.RetryEvery = 10*time.Minute, 5*time.Minute, time.Minute
+	spec.Task = &config.Task{ScheduleText: "@every 1m", Schedule: every, StopTimeout: time.Second,
+		Command: config.Command{Argv: config.ListOf("sh", "-c", "echo ran >> "+out)}}
+	r := newFitRig(t, spec, nil)
+	r.start()
+	t0 := r.clk.Now()
+	r.expect(t, "acquire")
+	eventually(t, 10*time.Second, "the job leads", func() bool { return r.j.get().State == StateLeader })
+	unstick := r.f.stickRenew()
+	defer unstick()
+	slot := nextSlot(every, t0)
+	for r.clk.Now().Before(slot) {
+		r.clk.advanceTo(t, slot)
+	}
+	r.expect(t, "renew-stuck")
+	r.l.fleet.draining.Store(true) // the loop has not been told yet
+	unstick()
+	r.expect(t, "renew")
+	c := r.f.nextCall(t)
+	if c.op != "release" {
+		t.Fatalf("call %s, want release", c.op)
+	}
+	if rec := parseRecord(c.value); !rec.slot.Before(slot) {
+		t.Errorf("released with the slot %s recorded as run, though it did not run", rec.slot.Format(time.RFC3339))
+	}
+	r.demoted(t, ReasonDrained)
+	if got := lines(t, out); len(got) != 0 {
+		t.Errorf("the task ran on a draining node: %q", got)
 	}
 }
 

@@ -325,9 +325,12 @@ func (t *term) renewed(sentLease, renewed providers.Lease, sent time.Time, err e
 		t.sent, t.stopBy = sent, timing.StopBy(sent, j.spec.TTL, j.spec.StopTimeout())
 		j.setLeader(j.node(), renewed)
 		if why := j.unfitToLead(); why != nil {
-			// Unfit since the renewal went out: its work, if it waited
-			// for this renewal (then, below), sees the term over.
+			// Unfit since the renewal went out. then is not called, as
+			// for any answer that comes after its term is over: a task's
+			// slot recorded with this renewal is not run, and the release
+			// carries the record from before it (leaderWork.stopped).
 			t.stepDown(why)
+			return
 		}
 	case errors.Is(err, providers.ErrLost):
 		j.opDone(err)
