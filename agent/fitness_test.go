@@ -349,6 +349,48 @@ func TestDrainWhileSlotRecordIsOutDoesNotRunIt(t *testing.T) {
 	}
 }
 
+// mode = "lock": a drain that lands while a slot's Acquire is out gives
+// the lease back at once; the slot does not run here, and the job waits
+// for its next slot.
+func TestDrainWhileSlotAcquireIsOutLetsGo(t *testing.T) {
+	every, err := config.ParseSchedule("@every 1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "ran")
+	spec := fitSpec()
+	spec.Mode = config.ModeLock
+	spec.Task = &config.Task{ScheduleText: "@every 1m", Schedule: every, StopTimeout: time.Second,
+		Command: config.Command{Argv: config.ListOf("sh", "-c", "echo ran >> "+out)}}
+	r := newFitRig(t, spec, nil)
+	r.g.hold()
+	r.start()
+	eventually(t, 10*time.Second, "the slot's Acquire", func() bool {
+		select {
+		case <-r.g.out:
+			return true
+		default:
+			r.advance(t)
+			return false
+		}
+	})
+	r.drain(t, true)
+	r.g.let()
+	r.expect(t, "acquire", "release")
+	r.demoted(t, ReasonDrained)
+	if got := lines(t, out); len(got) != 0 {
+		t.Errorf("the task ran on a draining node: %q", got)
+	}
+	if n := r.j.sample().TermsEnded[ReasonDrained]; n != 0 {
+		t.Errorf("a lock job's slot counted as a move: %d", n)
+	}
+	eventually(t, 10*time.Second, "a wait for the next slot", func() bool {
+		next := make(chan bool, 1)
+		r.l.post(func() { next <- r.j.phase == candidate && r.j.timer != nil && r.j.timer.at.After(r.clk.Now()) })
+		return <-next
+	})
+}
+
 // Each health result while leading is judged, not only a change of state:
 // a leader whose check is failing steps down at the next result, however
 // it came to lead. Failures below the job's count do not make it step down.

@@ -21,6 +21,10 @@ import (
 //
 // A node competes only while its check passes; a leader whose check fails
 // steps down by the normal stop protocol and releases the lease at once.
+// This is judged on every result while leading, and when the answer to an
+// Acquire or a renewal comes (unfitToLead, term.go), not only when the
+// state changes: a check that turns to failing while a request is out is
+// acted on when its answer comes.
 // Health never lengthens a term: the timing rule is untouched.
 
 type health struct {
