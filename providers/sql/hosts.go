@@ -3,6 +3,8 @@ package sql
 import (
 	"context"
 	"database/sql/driver"
+	"net"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -18,15 +20,22 @@ import (
 // that leaves the old primary first, no agent reaches the new one while
 // the partition lasts (the cluster suite's "isolate leader+primary", 60 s
 // without a leader). So each new connection starts from one host, and a
-// connection that fails moves the start to the next host: the hosts are
-// tried in the same circular order, from where the last success began,
-// and a dead host costs one failed connection, not every one.
+// connection that fails moves the start past the host it was dialling
+// when it gave up (to the next host when that is not known: a host name
+// that resolved to an address): the hosts are tried in the same circular
+// order, from where the last success began, and a dead host costs one
+// failed connection, not every one.
 type hostRotation struct {
 	groups [][]*pgconn.FallbackConfig // per host:port, its TLS and plain variants in order
 	start  atomic.Int64
 }
 
 type startKey struct{}
+
+// dialed is the address a connection dialled last.
+type dialed struct{ addr atomic.Pointer[string] }
+
+type dialedKey struct{}
 
 // newHostRotation is nil for a DSN of one host.
 func newHostRotation(cfg *pgx.ConnConfig) *hostRotation {
@@ -67,7 +76,31 @@ func (r *hostRotation) before(ctx context.Context, cfg *pgx.ConnConfig) error {
 
 // connector opens the pool's connections through r.
 func (r *hostRotation) connector(cfg pgx.ConnConfig) driver.Connector {
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// After the deadline pgx still goes through the remaining hosts,
+		// each failing at once: the host that took the time is the last
+		// one dialled before it.
+		if d, ok := ctx.Value(dialedKey{}).(*dialed); ok && ctx.Err() == nil {
+			d.addr.Store(&addr)
+		}
+		return dial(ctx, network, addr)
+	}
 	return rotatingConnector{r: r, inner: stdlib.GetConnector(cfg, stdlib.OptionBeforeConnect(r.before))}
+}
+
+// after is the start after a connection that began at start failed while
+// dialling addr ("" when it dialled nothing).
+func (r *hostRotation) after(start int64, addr string) int64 {
+	n := int64(len(r.groups))
+	for k := int64(0); k < n; k++ {
+		i := (start + k) % n
+		f := r.groups[i][0]
+		if addr != "" && net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))) == addr {
+			return (i + 1) % n
+		}
+	}
+	return (start + 1) % n
 }
 
 type rotatingConnector struct {
@@ -77,9 +110,14 @@ type rotatingConnector struct {
 
 func (c rotatingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	start := c.r.start.Load()
-	conn, err := c.inner.Connect(context.WithValue(ctx, startKey{}, start))
+	d := &dialed{}
+	conn, err := c.inner.Connect(context.WithValue(context.WithValue(ctx, startKey{}, start), dialedKey{}, d))
 	if err != nil {
-		c.r.start.CompareAndSwap(start, (start+1)%int64(len(c.r.groups)))
+		addr := ""
+		if a := d.addr.Load(); a != nil {
+			addr = *a
+		}
+		c.r.start.CompareAndSwap(start, c.r.after(start, addr))
 	}
 	return conn, err
 }
