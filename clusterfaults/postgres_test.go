@@ -186,8 +186,16 @@ func (p *pgCluster) failover(old, to int) {
 	default:
 		p.kill(old)
 	}
-	if _, err := p.psql(to, to, "SELECT pg_promote(true, 30)"); err != nil {
+	// pg_promote without waiting (psql's 3 s could cut a slow promotion
+	// short), then until it takes writes.
+	if _, err := p.psql(to, to, "SELECT pg_promote(false)"); err != nil {
 		p.t.Fatalf("pg_promote on h%d: %v\n%s", to, err, p.logs())
+	}
+	if !ec.Until(30*time.Second, 50*time.Millisecond, func() bool {
+		v, err := p.psql(to, to, "SELECT pg_is_in_recovery()")
+		return err == nil && v == "f"
+	}) {
+		p.t.Fatalf("h%d not promoted within 30s:\n%s", to, p.logs())
 	}
 	p.prim = to
 }
