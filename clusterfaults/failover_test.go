@@ -32,8 +32,27 @@ type replicated interface {
 func (s *suite) failoverRound(rs replicated) {
 	s.bystander()
 	s.killPrimary(rs)
-	s.isolatePrimary(rs)
+	s.isolatePrimary(rs, false)
+	s.isolatePrimary(rs, true)
 	s.heldBack(rs)
+}
+
+// leadOn hands leadership over (electd step-down) until the leading agent
+// runs on host want (on == true) or elsewhere; it says whether it got
+// there within 8 handovers.
+func (s *suite) leadOn(want int, on bool) bool {
+	for k := 0; k < 8; k++ {
+		l := s.settled()
+		if (l == want) == on {
+			return true
+		}
+		_, rec, err := s.c.Leader()
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.handover(rec)
+	}
+	return false
 }
 
 // other is a host that is not p.
@@ -69,10 +88,14 @@ func (s *suite) killPrimary(rs replicated) {
 }
 
 // isolatePrimary: the primary's host is cut off and another member is
-// promoted at once; the old primary is fenced.
-func (s *suite) isolatePrimary(rs replicated) {
+// promoted at once; the old primary is fenced. The leading agent is first
+// moved onto the primary's host (withLeader) or off it.
+func (s *suite) isolatePrimary(rs replicated, withLeader bool) {
+	p := s.storeLeader(1)
+	if !s.leadOn(p, withLeader) {
+		s.t.Logf("%s: the leading agent did not move as wanted within 8 handovers", s.st.name())
+	}
 	l := s.settled()
-	p := s.storeLeader(l)
 	to := s.other(p)
 	target := timing.TTL + rs.electionTime()
 	what := fmt.Sprintf("isolate the primary (h%d), promote h%d", p, to)
