@@ -146,7 +146,7 @@ test-faults: services
 # The cluster fault suite's long form (clusterfaults/, docs/reliability.md):
 # each store as a cluster of 3 members on 3 network namespaces with an agent
 # each, CLUSTERS_ROUNDS rounds of partitions and store-leader kills per store
-# (CLUSTERS_STORES=etcd,zookeeper,nats picks some). Needs root. `make test`
+# (CLUSTERS_STORES=etcd,zookeeper,nats,redlock,postgres,redis picks some). Needs root. `make test`
 # runs the short form (one round on etcd).
 CLUSTERS_ROUNDS ?= 5
 CLUSTERS_STORES ?=

@@ -61,6 +61,9 @@ func Type() providers.Type {
 				Password:    b.String("password", ""),
 				DialTimeout: b.Duration("dial_timeout", DefaultDialTimeout),
 			}
+			if distinctCount(s.Endpoints) == 2 {
+				b.Warnf("endpoints", "Two members: no fault tolerance", twoMembers)
+			}
 			return s
 		},
 		URL: urlForm(),

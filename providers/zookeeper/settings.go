@@ -75,13 +75,17 @@ func Type() providers.Type {
 			"connect_timeout": str("connect_timeout"),
 		},
 		Decode: func(b *providers.Block) providers.Settings {
-			return &Settings{
+			s := &Settings{
 				Servers:        b.List("servers"),
 				Root:           b.String("root", DefaultRoot),
 				Username:       b.String("username", ""),
 				Password:       b.String("password", ""),
 				ConnectTimeout: b.Duration("connect_timeout", DefaultConnectTimeout),
 			}
+			if distinctCount(s.Servers) == 2 {
+				b.Warnf("servers", "Two servers: no fault tolerance", twoServers)
+			}
+			return s
 		},
 		URL: urlForm(),
 	}
