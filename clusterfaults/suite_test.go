@@ -77,6 +77,9 @@ type suite struct {
 }
 
 func TestClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts store clusters in network namespaces: skipped under -short")
+	}
 	for _, s := range []struct {
 		name  string
 		start func(t *testing.T, h *hosts) store

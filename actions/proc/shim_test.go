@@ -26,7 +26,10 @@ func TestStopRightAfterStart(t *testing.T) {
 // stopRightAfterStart is TestStopRightAfterStart, each command started
 // under a spare from s when s is not nil.
 func stopRightAfterStart(t *testing.T, s *Spares) {
-	const cycles = 200
+	cycles := 200
+	if testing.Short() {
+		cycles = 20 // make test runs all 200
+	}
 	marker := filepath.Join(t.TempDir(), "stopped")
 	shim := self(t)
 	deadline := time.Now().Add(30 * time.Second)

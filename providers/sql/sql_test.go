@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
 	sqlprovider "github.com/electd/electd/providers/sql"
@@ -56,6 +57,7 @@ type server struct {
 
 func reach(t *testing.T, driver, sqlDriver, envVar, def string) *server {
 	t.Helper()
+	teststore.SkipShort(t, driver)
 	s := &server{driver: driver, dsn: envOr(envVar, def), sqlDriver: sqlDriver, envVar: envVar}
 	db, err := dbsql.Open(sqlDriver, s.dsn)
 	if err != nil {
