@@ -31,8 +31,11 @@ check: build
 
 # Everything, from a fresh clone: starts the stores the tests use, then vets and tests.
 # The fault suites run in their short forms (test-faults and test-clusters run the long ones).
+# The longest packages come first: go test starts packages in the order given
+# (-p of them at once), and one started last would run on alone at the end.
+LONGTESTS = ./systest/ ./faults/ ./providers/etcd/ ./agent/
 test: services vet
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $(LONGTESTS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # The fast suite for a contributor's edit-test loop (under a minute): every
