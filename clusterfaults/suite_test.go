@@ -84,6 +84,9 @@ type suite struct {
 const agentAPI = "127.0.0.1:7070"
 
 func TestClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts store clusters in network namespaces: skipped under -short")
+	}
 	for _, s := range []struct {
 		name  string
 		start func(t *testing.T, h *hosts) store
