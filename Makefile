@@ -9,7 +9,7 @@ SHIM      = $(dir $(BIN))electd-shim
 CONFIG   ?= examples/quickstart.hcl
 TESTFLAGS ?= -count=1 -timeout 20m
 
-.PHONY: all build run check test vet services install uninstall deb rpm clean
+.PHONY: all build run check test test-short test-long vet services install uninstall deb rpm clean
 
 all: build
 
@@ -30,9 +30,25 @@ check: build
 	@for f in examples/*.hcl; do echo "== $$f"; $(BIN) check -no-env -config $$f || exit 1; done
 
 # Everything, from a fresh clone: starts the stores the tests use, then vets and tests.
+# The fault suites run in their short forms (test-faults and test-clusters run the long ones).
+# The longest packages come first: go test starts packages in the order given
+# (-p of them at once), and one started last would run on alone at the end.
+LONGTESTS = ./systest/ ./faults/ ./providers/etcd/ ./agent/
 test: services vet
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $(LONGTESTS) ./...
 	@$(MAKE) --no-print-directory fuzz
+
+# The fast suite for a contributor's edit-test loop (under a minute): every
+# test that needs no store server and no electd agent. -short skips the rest
+# (the store-starting helpers in internal/teststore and internal/cluster say
+# so), and the packages whose every test needs them (systest, faults' suite,
+# the Azurite and Datastore ones) run nothing.
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# Everything in full: make test, then the fault suite's and the cluster
+# suite's long forms (hours; test-clusters needs root).
+test-long: test test-faults test-clusters
 
 # Fuzz config.Load (FUZZTIME, default 30s). A crasher is written to
 # config/testdata/fuzz/FuzzLoad: fix it and keep the file as a regression seed.
@@ -134,19 +150,20 @@ clean:
 # The fault-injection suite's long form (docs/reliability.md): 3 agents per
 # store, FAULTS_N faults per store (SQLite, PostgreSQL, MySQL, Redis, etcd;
 # empty FAULTS_STORES is all five, pick some with FAULTS_STORES=redis,etcd), a
-# summary table appended to bin/faults-summary.md. `make test` runs the short form.
+# summary table appended to bin/faults-summary.md, one store at a time
+# (-parallel 1). `make test` runs the short form, four stores at a time.
 FAULTS_N ?= 200
 FAULTS_STORES ?=
 .PHONY: test-faults
 test-faults: services
 	@mkdir -p bin
-	$(GO) test -count=1 -timeout 4h -v -run TestFaults ./faults/ -faults.long -faults.n $(FAULTS_N) \
+	$(GO) test -count=1 -timeout 4h -v -parallel 1 -run TestFaults ./faults/ -faults.long -faults.n $(FAULTS_N) \
 		-faults.stores "$(FAULTS_STORES)" -faults.summary $(CURDIR)/bin/faults-summary.md
 
 # The cluster fault suite's long form (clusterfaults/, docs/reliability.md):
 # each store as a cluster of 3 members on 3 network namespaces with an agent
 # each, CLUSTERS_ROUNDS rounds of partitions and store-leader kills per store
-# (CLUSTERS_STORES=etcd,zookeeper,nats picks some). Needs root. `make test`
+# (CLUSTERS_STORES=etcd,zookeeper,nats,redlock,postgres,redis picks some). Needs root. `make test`
 # runs the short form (one round on etcd).
 CLUSTERS_ROUNDS ?= 5
 CLUSTERS_STORES ?=

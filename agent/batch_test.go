@@ -25,7 +25,15 @@ func (c *countingBatch) RenewMany(ctx context.Context, ls []providers.Lease) ([]
 		c.requests.Add(1)
 		c.leases.Add(int64(jobs))
 	}
-	return c.Provider.(providers.BatchRenewer).RenewMany(ctx, ls)
+	return c.Provider.(providers.Batcher).RenewMany(ctx, ls)
+}
+
+func (c *countingBatch) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
+	return c.Provider.(providers.Batcher).AcquireMany(ctx, reqs)
+}
+
+func (c *countingBatch) ReleaseMany(ctx context.Context, ls []providers.Lease) []error {
+	return c.Provider.(providers.Batcher).ReleaseMany(ctx, ls)
 }
 
 // jobLeases counts the items of a batch that are jobs' leases: the agent's

@@ -21,6 +21,10 @@ import (
 //
 // A node competes only while its check passes; a leader whose check fails
 // steps down by the normal stop protocol and releases the lease at once.
+// This is judged on every result while leading, and when the answer to an
+// Acquire or a renewal comes (unfitToLead, term.go), not only when the
+// state changes: a check that turns to failing while a request is out is
+// acted on when its answer comes.
 // Health never lengthens a term: the timing rule is untouched.
 
 type health struct {
@@ -146,23 +150,34 @@ func (j *job) checked(err error) {
 	last := now
 	j.setHealth(HealthStatus{Status: h.state, ConsecutiveFailures: h.fails, ConsecutiveSuccesses: h.passes,
 		LastCheck: &last, LastError: h.lastError})
-	if h.state == was {
+	switch {
+	case h.state == was:
 		if err != nil && h.state != HealthFailing {
 			j.log().Warn("health check failed", "error", err, "in_a_row", h.fails, "failures", spec.Failures)
 		}
-		return
-	}
-	switch h.state {
-	case HealthPassing:
+	case h.state == HealthPassing:
 		j.log().Info("health check passes: competing", "in_a_row", h.passes)
-		j.refit()
-	case HealthFailing:
+	case h.state == HealthFailing:
 		j.log().Error("health check fails: this node stops competing", "error", err, "in_a_row", h.fails)
-		if j.phase == leading {
-			j.stepDown(fmt.Errorf("%w: %s (%d checks in a row)", ErrUnhealthy, err, h.fails))
-		}
+	}
+	// Judged on every result, not only when the state changes: a leader
+	// whose check is failing steps down, however it came to lead.
+	if h.state == HealthFailing && j.phase == leading {
+		j.stepDown(j.unhealthy())
+	}
+	if h.state != was {
 		j.refit()
 	}
+}
+
+// unhealthy is why a node whose check is failing may not lead.
+func (j *job) unhealthy() error {
+	h := j.health
+	if h.fails == 0 {
+		// Passing again, but not yet the passes in a row that make it fit.
+		return fmt.Errorf("%w: %d of the %d passes in a row that make it fit again", ErrUnhealthy, h.passes, j.spec.Health.Successes)
+	}
+	return fmt.Errorf("%w: %s (%d checks in a row)", ErrUnhealthy, h.lastError, h.fails)
 }
 
 // healthy says whether the job's check lets it compete (jobs without a

@@ -343,6 +343,9 @@ func startAgent(t *testing.T, cfg *config.Config, opts ...agentOpt) *testAgent {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if testing.Short() && o.Clock == nil {
+		t.Skip("runs agents on the real clock for seconds: skipped under -short")
+	}
 	a, err := New(cfg, o)
 	if err != nil {
 		t.Fatal(err)

@@ -32,16 +32,14 @@ import (
 // term.go and election.go hold what a job does with these; this file holds only the
 // machinery.
 type loop struct {
-	prov     providers.Provider
-	ref      string // the provider's reference, for metrics
-	clock    Clock
-	metrics  *metrics.Metrics
-	log      hclog.Logger            // the agent's: each job adds its name (job.log)
-	acquirer providers.BatchAcquirer // nil when the store cannot batch
-	renewer  providers.BatchRenewer
-	releaser providers.BatchReleaser
-	base     time.Time    // origin of the renewal grid
-	fails    *repeats.Log // the store's failures, logged once and summarised (storefail.go)
+	prov    providers.Provider
+	ref     string // the provider's reference, for metrics
+	clock   Clock
+	metrics *metrics.Metrics
+	log     hclog.Logger      // the agent's: each job adds its name (job.log)
+	batch   providers.Batcher // nil when the store cannot batch
+	base    time.Time         // origin of the renewal grid
+	fails   *repeats.Log      // the store's failures, logged once and summarised (storefail.go)
 
 	mu    sync.Mutex
 	queue []func()
@@ -74,9 +72,7 @@ func newLoop(prov providers.Provider, ref string, clock Clock, m *metrics.Metric
 	ctx, stop := context.WithCancel(context.Background())
 	l := &loop{prov: prov, ref: ref, clock: clock, metrics: m, log: log, base: clock.Now(), fleet: f,
 		wake: make(chan struct{}, 1), ctx: ctx, stop: stop, done: make(chan struct{}), jobs: map[string]*job{}}
-	l.acquirer, _ = providers.As[providers.BatchAcquirer](prov)
-	l.renewer, _ = providers.As[providers.BatchRenewer](prov)
-	l.releaser, _ = providers.As[providers.BatchReleaser](prov)
+	l.batch, _ = providers.As[providers.Batcher](prov)
 	go l.run()
 	return l
 }
@@ -220,7 +216,7 @@ func (l *loop) cancel(t *timer) {
 // renew_every. A renewal only ever moves earlier: a job renews a little more
 // often, never less.
 func (l *loop) align(t, now time.Time, renewEvery time.Duration) time.Time {
-	if l.renewer == nil {
+	if l.batch == nil {
 		return t
 	}
 	grid := max(renewEvery, 50*time.Millisecond)
@@ -271,7 +267,7 @@ func (l *loop) observe(key string, timeout time.Duration, done func(providers.Le
 func (l *loop) flush() {
 	if ops := l.acquires; len(ops) > 0 {
 		l.acquires = nil
-		send(l, "acquire_batch", ops, l.acquirer != nil, func(o acquireOp) time.Duration { return o.timeout },
+		send(l, "acquire_batch", ops, l.batch != nil, func(o acquireOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o acquireOp) func() {
 				lease, err := providers.AcquireAbove(ctx, l.prov, o.req)
 				err = overdue(ctx, err)
@@ -282,7 +278,7 @@ func (l *loop) flush() {
 				for i, o := range ops {
 					reqs[i] = o.req
 				}
-				leases, errs := l.acquirer.AcquireMany(ctx, reqs)
+				leases, errs := l.batch.AcquireMany(ctx, reqs)
 				for i := range errs {
 					errs[i] = overdue(ctx, errs[i])
 				}
@@ -295,7 +291,7 @@ func (l *loop) flush() {
 	}
 	if ops := l.renews; len(ops) > 0 {
 		l.renews = nil
-		send(l, "renew_batch", ops, l.renewer != nil, func(o renewOp) time.Duration { return o.timeout },
+		send(l, "renew_batch", ops, l.batch != nil, func(o renewOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o renewOp) func() {
 				lease, err := l.prov.Renew(ctx, o.lease)
 				err = overdue(ctx, err)
@@ -306,7 +302,7 @@ func (l *loop) flush() {
 				for i, o := range ops {
 					in[i] = o.lease
 				}
-				leases, errs := l.renewer.RenewMany(ctx, in)
+				leases, errs := l.batch.RenewMany(ctx, in)
 				for i := range errs {
 					errs[i] = overdue(ctx, errs[i])
 				}
@@ -319,7 +315,7 @@ func (l *loop) flush() {
 	}
 	if ops := l.releases; len(ops) > 0 {
 		l.releases = nil
-		send(l, "release_batch", ops, l.releaser != nil, func(o releaseOp) time.Duration { return o.timeout },
+		send(l, "release_batch", ops, l.batch != nil, func(o releaseOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o releaseOp) func() {
 				err := l.prov.Release(ctx, o.lease)
 				return func() { o.done(err) }
@@ -329,7 +325,7 @@ func (l *loop) flush() {
 				for i, o := range ops {
 					in[i] = o.lease
 				}
-				errs := l.releaser.ReleaseMany(ctx, in)
+				errs := l.batch.ReleaseMany(ctx, in)
 				return func() {
 					for i, o := range ops {
 						o.done(errs[i])

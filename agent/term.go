@@ -125,6 +125,10 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		j.opDone(nil)
 		j.seeToken(lease.Token, true)
 		j.checkClash("")
+		if why := j.unfitToLead(); why != nil {
+			j.letGo(lease, why)
+			return
+		}
 		j.lead(lease, sent)
 	case errors.As(err, &held):
 		j.opDone(nil)
@@ -134,6 +138,48 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 		j.opDone(err) // logs the store's failure (storefail.go)
 		j.refused(nil, err)
 	}
+}
+
+// unfitToLead is why this node may not hold the job's lease now, or nil.
+// It is judged at every decision of a term (an Acquire's answer, a
+// renewal's, each health result while leading), not only when fitness
+// changes: a drain or a health check turning to failing that lands while a
+// request is out is seen when its answer comes. A hold-off is a
+// candidate's pause, not a reason to let go.
+func (j *job) unfitToLead() error {
+	switch {
+	case !j.eligible:
+		return fmt.Errorf("%w: its constraint does not admit this node", ErrConfigChanged)
+	case j.l.fleet.draining.Load() && !j.drainKept:
+		// A leader the drain keeps, for want of another agent that can
+		// lead it or until its turn to be handed over (fleet.go), leads on.
+		return ErrDrained
+	case j.spec.Health != nil && j.health.state == HealthFailing:
+		return j.unhealthy()
+	}
+	return nil
+}
+
+// letGo gives back a lease just won by a node that became unfit while its
+// Acquire was out. No term begins: no hook fires and no work starts. The
+// history shows the lease won and given back at once, with why (and
+// electd_leader_changes_total counts it), and the job is a candidate again
+// under its policy: a drained or unhealthy node competes once it is fit,
+// and `electd lock` goes on waiting.
+func (j *job) letGo(lease providers.Lease, reason error) {
+	j.phase = stopping
+	j.log().Info("won the lease but may not lead now: releasing it at once", "reason", reason.Error(), "token", lease.Token)
+	j.count(config.EventElected)
+	j.event(config.EventElected, j.node(), j.lastLeader, lease.Token, ReasonElected)
+	j.count(config.EventDemoted)
+	j.event(config.EventDemoted, "", j.node(), lease.Token, reasonOf(reason))
+	if failure(reason) {
+		j.setLastError(reason.Error())
+	}
+	j.l.release(releaseOp{lease: lease, timeout: j.releaseTimeout(), done: func(err error) {
+		j.released(lease, err)
+		j.compete()
+	}})
 }
 
 // refused makes a candidate again of a job whose attempt did not win: held
@@ -280,6 +326,14 @@ func (t *term) renewed(sentLease, renewed providers.Lease, sent time.Time, err e
 		t.lease, t.failed = renewed, false
 		t.sent, t.stopBy = sent, timing.StopBy(sent, j.spec.TTL, j.spec.StopTimeout())
 		j.setLeader(j.node(), renewed)
+		if why := j.unfitToLead(); why != nil {
+			// Unfit since the renewal went out. then is not called, as
+			// for any answer that comes after its term is over: a task's
+			// slot recorded with this renewal is not run, and the release
+			// carries the record from before it (leaderWork.stopped).
+			t.stepDown(why)
+			return
+		}
 	case errors.Is(err, providers.ErrLost):
 		j.opDone(err)
 		t.stepDown(ErrLeaseLost)
@@ -382,16 +436,21 @@ func (t *term) release(lease providers.Lease, reason error) {
 		return
 	}
 	j.l.release(releaseOp{lease: lease, timeout: j.releaseTimeout(), done: func(err error) {
-		switch {
-		case err == nil:
-			j.log().Info("released the lease", "token", lease.Token)
-		case errors.Is(err, providers.ErrLost):
-			j.log().Info("the lease was already gone when releasing it", "token", lease.Token)
-		default:
-			j.log().Warn("cannot release the lease; it will expire", "error", err)
-		}
+		j.released(lease, err)
 		j.demoted(t, reason)
 	}})
+}
+
+// released logs the answer to the release of lease.
+func (j *job) released(lease providers.Lease, err error) {
+	switch {
+	case err == nil:
+		j.log().Info("released the lease", "token", lease.Token)
+	case errors.Is(err, providers.ErrLost):
+		j.log().Info("the lease was already gone when releasing it", "token", lease.Token)
+	default:
+		j.log().Warn("cannot release the lease; it will expire", "error", err)
+	}
 }
 
 // demoted drops the term t, fires on_demoted and leaves what comes next to

@@ -11,8 +11,11 @@
 // should be. docs/reliability.md gives the figures.
 //
 // It needs root (network namespaces, iptables) and skips without.
-// Stores: etcd, ZooKeeper, NATS (a bucket with 3 replicas), and Redlock
-// (three independent Redis servers).
+// Stores: etcd, ZooKeeper, NATS (a bucket with 3 replicas), Redlock
+// (three independent Redis servers), and, with failovers instead of the
+// faults above (failover_test.go), PostgreSQL (a primary and two
+// streaming standbys, the agents on a multi-host read-write DSN) and
+// Redis (a primary and two replicas behind an address that moves).
 // `make test` runs the short form (one round of faults on etcd);
 // `make test-clusters` runs the long form.
 package clusterfaults

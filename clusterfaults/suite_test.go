@@ -75,9 +75,18 @@ type suite struct {
 	st  store
 	c   *ec.Cluster
 	log []figure
+	// failovers are the times of the replicated stores' failovers (see
+	// window).
+	failovers [][2]time.Time
 }
 
+// agentAPI is every agent's API, on its own host's loopback.
+const agentAPI = "127.0.0.1:7070"
+
 func TestClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts store clusters in network namespaces: skipped under -short")
+	}
 	for _, s := range []struct {
 		name  string
 		start func(t *testing.T, h *hosts) store
@@ -86,6 +95,8 @@ func TestClusters(t *testing.T) {
 		{"zookeeper", newZooKeeper},
 		{"nats", newNATS},
 		{"redlock", newRedlock},
+		{"postgres", newPostgres},
+		{"redis", newRedisReplicated},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			if !wantStore(s.name) {
@@ -104,7 +115,7 @@ func runSuite(t *testing.T, h *hosts, st store) {
 		var i int
 		fmt.Sscanf(node, "node-%d", &i)
 		cfg := c.ConfigPath(node)
-		err := ec.WriteConfig(cfg, ec.AgentBlock(node, "", ec.Str("log_level", "debug")), st.block(),
+		err := ec.WriteConfig(cfg, ec.AgentBlock(node, agentAPI, ec.Str("log_level", "debug")), st.block(),
 			ec.RunJob("worker", timing, "sh", c.Script, c.Children.Path))
 		if err != nil {
 			return nil, err
@@ -132,6 +143,10 @@ func runSuite(t *testing.T, h *hosts, st store) {
 	}
 	began := time.Now()
 	for r := 0; r < faultRounds(); r++ {
+		if rs, ok := st.(replicated); ok {
+			s.failoverRound(rs)
+			continue
+		}
 		s.bystander()
 		s.isolateStoreLeader()
 		s.killStoreLeader()
@@ -296,20 +311,50 @@ func (s *suite) killStoreLeader() {
 	s.measure(fmt.Sprintf("kill -9 the store's leader (h%d)", sl), t0, n0, timing.TTL+s.st.electionTime(), false)
 }
 
-// report checks the whole history and logs the figures.
+// report checks the whole history and logs the figures. An overlap of at
+// most one ttl that began during a failover of a replicated store is the
+// documented asynchronous-replication window (docs/providers/sql.md and
+// redis.md, "Running it as a cluster"): counted apart, not a failure.
+// Every other overlap, and every token repeat or regression, is.
 func (s *suite) report(took time.Duration) {
-	bad, err := s.c.Children.CheckHistory(nil)
+	h, err := s.c.Children.History(nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	for _, b := range bad {
-		s.t.Errorf("%s: %s", s.st.name(), b)
+	var windowed []string
+	bad := 0
+	for _, o := range h.Overlaps {
+		if s.inFailover(o.Later.At) && o.For <= timing.TTL {
+			windowed = append(windowed, o.For.Round(time.Millisecond).String())
+			s.t.Logf("%s: within the asynchronous-replication window: %s", s.st.name(), o)
+			continue
+		}
+		bad++
+		s.t.Errorf("%s: %s", s.st.name(), o)
 	}
-	starts := s.starts()
+	for _, p := range h.Problems()[len(h.Overlaps):] {
+		bad++
+		s.t.Errorf("%s: %s", s.st.name(), p)
+	}
 	var lines []string
 	for _, f := range s.log {
 		lines = append(lines, "  "+f.String())
 	}
-	s.t.Logf("%s ×3, ttl %s: %d faults in %s, %d terms, overlaps and token repeats or regressions: %d\n%s",
-		s.st.name(), timing.TTL, len(s.log), took.Round(time.Second), starts, len(bad), strings.Join(lines, "\n"))
+	extra := ""
+	if _, ok := s.st.(replicated); ok {
+		extra = fmt.Sprintf("; overlaps within the asynchronous-replication window: %d [%s]; regressions the agents reported: %s",
+			len(windowed), strings.Join(windowed, " "), s.regressions())
+	}
+	s.t.Logf("%s ×3, ttl %s: %d faults in %s, %d terms; overlaps and token repeats or regressions: %d (repeats %d, regressions %d); a fence would accept %d of %d terms%s\n%s",
+		s.st.name(), timing.TTL, len(s.log), took.Round(time.Second), h.Terms, bad, len(h.Repeats), len(h.Regressions),
+		h.Terms-h.FenceRefused, h.Terms, extra, strings.Join(lines, "\n"))
+}
+
+func (s *suite) inFailover(at time.Time) bool {
+	for _, w := range s.failovers {
+		if !at.Before(w[0]) && !at.After(w[1]) {
+			return true
+		}
+	}
+	return false
 }

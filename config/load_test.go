@@ -381,6 +381,23 @@ func TestWarningsDoNotFail(t *testing.T) {
 	eq(t, "addresses", len(cfg.Providers[0].Settings.(*redis.Settings).Addresses), 3)
 }
 
+// TestClusterWarnings: the settings of a clustered store that leave leases
+// unsafe or without fault tolerance are warnings, on the attribute, and the
+// same stores set up safely have none.
+func TestClusterWarnings(t *testing.T) {
+	path := "testdata/valid/cluster_warnings.hcl"
+	cfg, diags := Load([]string{path}, testOpts)
+	if diags.HasErrors() || cfg == nil {
+		t.Fatalf("errors: %v", diags.Errs())
+	}
+	eq(t, "diagnostics", got(diags), markers(t, path))
+	for _, d := range diags.All() {
+		if strings.Contains(d.Detail, "db1") || strings.Contains(d.Detail, "electd@") {
+			t.Errorf("%s: the detail repeats the DSN, which may hold a secret: %q", d.Summary, d.Detail)
+		}
+	}
+}
+
 // TestSecretsNeverPrinted: values read from the environment must not show
 // in check's text or JSON output, even when the attributes they feed are
 // wrong.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -108,34 +109,60 @@ func shortForm(name string, kinds []string) []string {
 }
 
 func TestFaults(t *testing.T) {
-	var reports []*report
+	if testing.Short() {
+		t.Skip("starts agents on every store: skipped under -short")
+	}
+	// The stores run side by side, -parallel at a time (see TestMain).
+	// Each has its own cluster, proxies, recorder and store server (a
+	// table of its own on the shared PostgreSQL and MySQL). The summary
+	// waits for them all: a cleanup runs after the subtests.
+	var (
+		mu      sync.Mutex
+		reports = map[string]*report{}
+	)
+	t.Cleanup(func() {
+		var ordered []*report
+		for _, name := range allStores {
+			if r := reports[name]; r != nil {
+				ordered = append(ordered, r)
+			}
+		}
+		if len(ordered) > 0 {
+			writeSummary(t, ordered)
+		}
+	})
 	for _, name := range allStores {
 		if !wantStore(name) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			r := runStore(t, name)
-			if r != nil {
-				reports = append(reports, r)
+			t.Parallel()
+			if r := runStore(t, name); r != nil {
+				mu.Lock()
+				reports[name] = r
+				mu.Unlock()
 			}
 		})
 	}
-	if len(reports) > 0 {
-		table := summaryTable(reports)
-		t.Log("\n" + table)
-		if *summary != "" {
-			f, err := os.OpenFile(*summary, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			form := "short"
-			if *longForm {
-				form = fmt.Sprintf("long, %d faults per store", *nFaults)
-			}
-			fmt.Fprintf(f, "\n### %s (%s)\n\n%s", time.Now().UTC().Format(time.RFC3339), form, table)
-		}
+}
+
+// writeSummary logs the table of reports and appends it to -faults.summary.
+func writeSummary(t *testing.T, reports []*report) {
+	table := summaryTable(reports)
+	t.Log("\n" + table)
+	if *summary == "" {
+		return
 	}
+	f, err := os.OpenFile(*summary, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	form := "short"
+	if *longForm {
+		form = fmt.Sprintf("long, %d faults per store", *nFaults)
+	}
+	fmt.Fprintf(f, "\n### %s (%s)\n\n%s", time.Now().UTC().Format(time.RFC3339), form, table)
 }
 
 // runStore runs one store's cluster through its faults and checks it.

@@ -94,7 +94,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Instrument wraps p so every operation is timed and failures counted under
 // the provider's reference (e.g. "sql.main"). The result unwraps to p
 // (providers.Wrapper), so p's optional capabilities (providers.Notifier,
-// BatchAcquirer, BatchRenewer, BatchReleaser) are still found with
+// providers.Batcher) are still found with
 // providers.As; a plain type assertion on the result does not find them.
 func (m *Metrics) Instrument(ref string, p providers.Provider) providers.Provider {
 	ip := &instrumented{p: p, ref: ref, m: m}

@@ -84,12 +84,10 @@ func TestInstrumentKeepsCapabilities(t *testing.T) {
 	m := New("test", "abc")
 	has := func(p providers.Provider) []bool {
 		_, n := providers.As[providers.Notifier](p)
-		_, a := providers.As[providers.BatchAcquirer](p)
-		_, r := providers.As[providers.BatchRenewer](p)
-		_, l := providers.As[providers.BatchReleaser](p)
-		return []bool{n, a, r, l}
+		_, b := providers.As[providers.Batcher](p)
+		return []bool{n, b}
 	}
-	names := []string{"Notifier", "BatchAcquirer", "BatchRenewer", "BatchReleaser"}
+	names := []string{"Notifier", "Batcher"}
 	for i, ok := range has(m.Instrument("fake.all", capable{})) {
 		if !ok {
 			t.Errorf("an instrumented provider with every capability lost %s", names[i])

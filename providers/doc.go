@@ -1,7 +1,6 @@
 // Package providers defines the lease contract every store implements
 // (Acquire, Renew, Release, Observe with fencing tokens and typed errors),
-// the optional capabilities (Notifier, BatchAcquirer, BatchRenewer,
-// BatchReleaser, found beneath wrappers with As; FloorAcquirer, which every
+// the optional capabilities (Notifier, Batcher, found beneath wrappers with As; FloorAcquirer, which every
 // store here implements, so that an agent's token mark survives a store
 // that lost writes), and what a store's package
 // declares to the configuration language: its Type (schema and decoding),

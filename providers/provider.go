@@ -93,15 +93,6 @@ func CheckValue(v string) error {
 	return nil
 }
 
-// BatchRenewer is an optional capability: renewing many leases in one
-// request to the store, so that the store's load grows with the number of
-// agents rather than of jobs. Results are in the order of leases: each is
-// the renewed lease, or its error (ErrLost for a lease no longer held; the
-// request's error for every lease when the request as a whole failed).
-type BatchRenewer interface {
-	RenewMany(ctx context.Context, leases []Lease) ([]Lease, []error)
-}
-
 // AcquireRequest is one lease asked for in an AcquireMany or AcquireAbove.
 type AcquireRequest struct {
 	Key    string
@@ -133,20 +124,24 @@ func AcquireAbove(ctx context.Context, p Provider, req AcquireRequest) (Lease, e
 	return p.Acquire(ctx, req.Key, req.Holder, req.TTL)
 }
 
-// BatchAcquirer is an optional capability: trying many Acquires in one
-// request (or a handful), so that an agent starting with thousands of jobs
-// leads them in a few round trips. Each request is judged exactly as
-// Acquire judges it, on its own: results are in the order of reqs, each the
-// new lease or its error (a *HeldError, or the request's error for every
-// item when the request as a whole failed).
-type BatchAcquirer interface {
+// Batcher is an optional capability: acquiring, renewing and releasing
+// many leases in one request to the store (or a handful), so that the
+// store's load grows with the number of agents rather than of jobs, and an
+// agent starting or stopping with thousands of jobs is done in a few round
+// trips. A store that batches one of the three batches all three.
+//
+// Each item is judged exactly as the single operation judges it, on its
+// own, and results are in the order given:
+//
+//	AcquireMany: the new lease, or its error (a *HeldError, or the
+//	request's error for every item when the request as a whole failed).
+//	RenewMany: the renewed lease, or its error (ErrLost for a lease no
+//	longer held; the request's error for every lease when the request as
+//	a whole failed).
+//	ReleaseMany: nil, ErrLost or the request's error.
+type Batcher interface {
 	AcquireMany(ctx context.Context, reqs []AcquireRequest) ([]Lease, []error)
-}
-
-// BatchReleaser is an optional capability: releasing many leases in one
-// request (a clean stop of an agent with thousands of jobs). Errors are in
-// the order of leases, each nil, ErrLost or the request's error.
-type BatchReleaser interface {
+	RenewMany(ctx context.Context, leases []Lease) ([]Lease, []error)
 	ReleaseMany(ctx context.Context, leases []Lease) []error
 }
 

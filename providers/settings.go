@@ -72,26 +72,72 @@ func Fieldf(attr, summary, detail string, args ...any) *FieldError {
 }
 
 // Limits are the bounds a store puts on the jobs that use it. They are
-// declared once per store: its Acquire checks them at run time and
-// `electd check` applies them to each job's name, the node_id and the ttl.
+// declared once per store: its lease operations check them at run time
+// (Check, CheckRenew, CheckHeld) and `electd check` applies the lengths and
+// the ttl to each job's name, the node_id and the ttl.
 type Limits struct {
 	MaxKey    int           // bytes of a lease key (the job name)
 	MaxHolder int           // bytes of a holder (the node_id)
 	MinTTL    time.Duration // the store's floor
 	MaxTTL    time.Duration // 0: no ceiling
 	TTLStep   time.Duration // the ttl must be a multiple of it; 0: any
+	// Key and Holder, when set, are the store's own rules on the text of a
+	// key or a holder (characters it refuses, reserved names), checked
+	// after the length.
+	Key, Holder func(string) error
 }
 
-// Check checks one lease request against the limits.
+// Check checks one lease request (an Acquire) against the limits: its ttl,
+// key and holder.
 func (l Limits) Check(key, holder string, ttl time.Duration) error {
 	if err := l.CheckTTL(ttl); err != nil {
 		return err
 	}
-	switch {
-	case key == "" || len(key) > l.MaxKey:
+	if err := l.CheckKey(key); err != nil {
+		return err
+	}
+	return l.CheckHolder(holder)
+}
+
+// CheckRenew checks a lease given to Renew: its ttl, key and holder as
+// Check does, and its Value.
+func (l Limits) CheckRenew(lease Lease) error {
+	if err := l.Check(lease.Key, lease.Holder, lease.TTL); err != nil {
+		return err
+	}
+	return CheckValue(lease.Value)
+}
+
+// CheckHeld checks a lease the caller holds whatever its ttl (a Release):
+// its key, holder and Value.
+func (l Limits) CheckHeld(lease Lease) error {
+	if err := l.CheckKey(lease.Key); err != nil {
+		return err
+	}
+	if err := l.CheckHolder(lease.Holder); err != nil {
+		return err
+	}
+	return CheckValue(lease.Value)
+}
+
+// CheckKey checks a lease key: its length, then the store's Key rule.
+func (l Limits) CheckKey(key string) error {
+	if key == "" || len(key) > l.MaxKey {
 		return fmt.Errorf("key must be 1 to %d bytes", l.MaxKey)
-	case holder == "" || len(holder) > l.MaxHolder:
+	}
+	if l.Key != nil {
+		return l.Key(key)
+	}
+	return nil
+}
+
+// CheckHolder checks a holder: its length, then the store's Holder rule.
+func (l Limits) CheckHolder(holder string) error {
+	if holder == "" || len(holder) > l.MaxHolder {
 		return fmt.Errorf("holder must be 1 to %d bytes", l.MaxHolder)
+	}
+	if l.Holder != nil {
+		return l.Holder(holder)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -104,6 +105,35 @@ func ParseHostsURL(raw string) (HostsURL, error) {
 		u.Query[k] = v[0]
 	}
 	return u, nil
+}
+
+// URLParam is a query parameter a store's URL takes, and what it sets.
+type URLParam struct {
+	Name string
+	Set  func(v string) error
+}
+
+// Params hands each query parameter to the URLParam of its name; a name
+// not among params is refused, naming those taken (what is "an etcd URL",
+// the error says "an etcd URL takes the parameters a, b and c").
+func (u HostsURL) Params(what string, params ...URLParam) error {
+	for k, v := range u.Query {
+		i := slices.IndexFunc(params, func(p URLParam) bool { return p.Name == k })
+		if i < 0 {
+			names := make([]string, len(params))
+			for n, p := range params {
+				names[n] = p.Name
+			}
+			if len(names) == 1 {
+				return errors.New(what + " takes the parameter " + names[0])
+			}
+			return errors.New(what + " takes the parameters " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1])
+		}
+		if err := params[i].Set(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // URLBool reads a true/false query parameter.

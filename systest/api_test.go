@@ -334,6 +334,7 @@ func tableRow(t *testing.T, table, key string) map[string]string {
 // way an operator does: the HTTP API, /metrics, step-down with and without
 // the token, and the status, step-down and leases commands.
 func TestAPIAndCLI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "leases.db")
 	body := fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n%s", db, apiJobs("sql.s"))
@@ -620,6 +621,7 @@ func TestAPIAndCLI(t *testing.T) {
 // a token it serves, and without one on loopback only loopback clients may
 // step down.
 func TestAPIListenRules(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	body := fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n%s", filepath.Join(dir, "l.db"), apiJobs("sql.s"))
 	port := freeLoopback(t)[len("127.0.0.1:"):]
@@ -681,6 +683,7 @@ func TestAPIListenRules(t *testing.T) {
 // down; all recovers when the store does, and the failures show in
 // /metrics.
 func TestHealthzWhenTheStoreHangs(t *testing.T) {
+	t.Parallel()
 	redisAddr, redis := teststore.StartRedis(t)
 	t.Cleanup(func() { redis.Signal(syscall.SIGCONT) })
 	dir := t.TempDir()

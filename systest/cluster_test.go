@@ -1,6 +1,7 @@
 package systest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -13,6 +14,27 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the electd binary, most of them against
+		// stores: none is part of the fast suite (make test-short).
+		fmt.Println("systest: skipped under -short")
+		os.Exit(0)
+	}
+	// Most tests here wait on leases (seconds of ttl) rather than compute,
+	// each with its own agents, ports, directories, tables and key
+	// prefixes: three run at once unless -parallel says otherwise (the
+	// default, the cores, is 2 here; at four, a store in a JVM, the
+	// Datastore emulator, answered a renewal in 2.9 s on a loaded machine
+	// and TestThreeAgents/datastore lost its first term). The tests that run make in the
+	// repository (packages, image, make install) or set the environment
+	// the agents inherit (TestRedact) are not parallel: they run first, one
+	// at a time.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "3")
+	}
 	var err error
 	if binary, err = cluster.Electd(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -55,6 +55,7 @@ func stores() []store {
 }
 
 func TestThreeAgents(t *testing.T) {
+	t.Parallel()
 	for _, st := range stores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel() // two at a time (-parallel defaults to the cores)
@@ -68,6 +69,7 @@ func TestThreeAgents(t *testing.T) {
 // runs here, does not arbitrate concurrent updates of one document (see
 // docs/providers/mongodb.md), so three agents on it can both win.
 func TestThreeAgentsMongoDB(t *testing.T) {
+	t.Parallel()
 	uri := os.Getenv("ELECTD_TEST_MONGODB_URI")
 	if uri == "" {
 		t.Skip("needs a real MongoDB: set ELECTD_TEST_MONGODB_URI (FerretDB is not atomic under concurrent updates)")

@@ -107,6 +107,7 @@ func electdCLI(t *testing.T, args ...string) (string, int) {
 // comes to lead 20 ± 1 with no job led twice and no more handovers than
 // jobs; SIGKILL one and the other four share its jobs (25 ± 1).
 func TestBalanceAcrossAgents(t *testing.T) {
+	t.Parallel()
 	for _, name := range fleetStores {
 		t.Run(name, func(t *testing.T) {
 			p := cluster.MustProvider(t, name)
@@ -202,6 +203,7 @@ func balancedMoves(t *testing.T, agents []*cluster.Agent, n int) int {
 // back (preempted); a drain hands it over and a cancelled drain brings it
 // back; `electd history` and `electd status` tell the story.
 func TestHealthPreferDrain(t *testing.T) {
+	t.Parallel()
 	for _, name := range fleetStores {
 		t.Run(name, func(t *testing.T) {
 			p := cluster.MustProvider(t, name)

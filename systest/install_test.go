@@ -6,9 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/cluster"
 )
 
 // make install lays out the binary (stamped with version and commit), the
@@ -98,6 +99,7 @@ func TestMakeInstall(t *testing.T) {
 // that is electd-shim beside it (held open) or, without one, electd itself
 // (/proc/self/exe).
 func TestBinaryRemovedWhileRunning(t *testing.T) {
+	t.Parallel()
 	for _, withShim := range []bool{true, false} {
 		name := map[bool]string{true: "electd-shim", false: "electd alone"}[withShim]
 		t.Run(name, func(t *testing.T) {
@@ -141,11 +143,12 @@ job "restarts" {
 			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(bins[0], "run", "-config", cfg)
-			if err := cmd.Start(); err != nil {
+			a, err := cluster.StartProcess(cluster.Spec{Name: "node-1", Argv: []string{bins[0], "run", "-config", cfg}, Dir: dir,
+				LogPath: filepath.Join(dir, "agent.log")})
+			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+			defer a.Stop(30 * time.Second)
 			lines := func() []string {
 				b, _ := os.ReadFile(runsFile)
 				return strings.Split(strings.TrimSpace(string(b)), "\n")

@@ -199,6 +199,7 @@ func intervals(t *testing.T, recs []cluster.Record) [][2]cluster.Record {
 // together, run their commands one at a time, each with a fencing token
 // greater than the one before, and each exits with its command's status.
 func TestLockMutualExclusion(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	for _, store := range []string{"sqlite", "postgres", "mysql", "redis", "etcd", "nats", "zookeeper"} {
 		t.Run(store, func(t *testing.T) {
@@ -244,6 +245,7 @@ func TestLockMutualExclusion(t *testing.T) {
 // TestLockTimeout: while another holds the lease, -timeout gives up with
 // status 75 and names the holder; -timeout 0 tries once.
 func TestLockTimeout(t *testing.T) {
+	t.Parallel()
 	u := lockURL(t, "sqlite")
 	log := filepath.Join(t.TempDir(), "children.log")
 	holder := startLock(t, append([]string{"-provider", u, "-ttl", lockTTL.String(), "report", "--"}, lockCommand(log, 30*time.Second, 0)...)...)
@@ -299,6 +301,7 @@ func waitRecords(t *testing.T, log string, n int) []cluster.Record {
 // variables of a run command reach the command; its output is electd
 // lock's.
 func TestLockExitStatus(t *testing.T) {
+	t.Parallel()
 	u := lockURL(t, "sqlite")
 	notExec := filepath.Join(t.TempDir(), "not-executable")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -348,6 +351,7 @@ func TestLockExitStatus(t *testing.T) {
 // command first): a second lock with -timeout 0 (one try) gets it at once,
 // with a greater token.
 func TestLockReleasedOnExit(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			u := lockURL(t, store)
@@ -392,6 +396,7 @@ func TestLockReleasedOnExit(t *testing.T) {
 // lose it: another holder takes it in the store (a renewal answers "lost"),
 // and the store goes away (renewals fail until the step-down point).
 func TestLockLostLease(t *testing.T) {
+	t.Parallel()
 	t.Run("stolen", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "leases.db")
 		log := filepath.Join(t.TempDir(), "children.log")
@@ -455,6 +460,7 @@ func TestLockLostLease(t *testing.T) {
 // TestLockSecrets: a password in the URL is never printed, whether the
 // store cannot be reached or the URL is refused.
 func TestLockSecrets(t *testing.T) {
+	t.Parallel()
 	const pw = "s3cret-Pa55word"
 	for _, tc := range []struct {
 		name, url string

@@ -1,14 +1,15 @@
 package systest
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/cluster"
 )
 
 // parityCase is one configuration given to both `electd check` and `electd
@@ -291,6 +292,7 @@ agent {
 // TestCheckRunParity: `electd check` and the start-up of `electd run` give
 // the same verdict on every configuration, valid or not.
 func TestCheckRunParity(t *testing.T) {
+	t.Parallel()
 	for _, tc := range parityCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -323,41 +325,34 @@ func TestCheckRunParity(t *testing.T) {
 func runStarts(t *testing.T, path string, env []string) (bool, string) {
 	t.Helper()
 	sd := newNotifySocket(t)
-	cmd := exec.Command(binary, "run", "-config", path)
-	cmd.Dir = filepath.Dir(path)
-	cmd.Env = append(append(os.Environ(), env...), "NOTIFY_SOCKET="+sd.path)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	a, err := cluster.StartProcess(cluster.Spec{Name: "node-1", Argv: []string{binary, "run", "-config", path},
+		Dir: filepath.Dir(path), Env: append(append([]string{}, env...), "NOTIFY_SOCKET="+sd.path), LogPath: filepath.Join(t.TempDir(), "run.log")})
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	out := func() string {
+		b, _ := os.ReadFile(a.LogPath)
+		return string(b)
+	}
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
-		case err := <-done:
-			if err == nil {
-				t.Fatalf("run exited 0 before READY=1:\n%s", out.String())
+		case <-a.Done():
+			if a.Err() == nil {
+				t.Fatalf("run exited 0 before READY=1:\n%s", out())
 			}
-			return false, out.String()
+			return false, out()
 		case m := <-sd.msgs:
 			if !strings.HasPrefix(m, "READY=1") {
 				continue
 			}
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				cmd.Process.Kill()
-				<-done
+			if err := a.Stop(20 * time.Second); errors.Is(err, cluster.ErrStopTimeout) {
 				t.Errorf("run did not stop within 20s of SIGTERM")
 			}
-			return true, out.String()
+			return true, out()
 		case <-deadline:
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("run neither started nor exited within 30s:\n%s", out.String())
+			a.Kill()
+			t.Fatalf("run neither started nor exited within 30s:\n%s", out())
 		}
 	}
 }

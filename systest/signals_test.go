@@ -3,17 +3,19 @@ package systest
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/cluster"
 )
 
 // A second SIGTERM while the agent is stopping gracefully kills the
 // children and exits at once (systemctl stop must never hang: consul #4439).
 func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "electd.hcl")
 	src := fmt.Sprintf(`
@@ -39,28 +41,25 @@ job "stubborn" {
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "run", "-config", cfg)
-	logf, _ := os.Create(filepath.Join(dir, "agent.log"))
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	a, err := cluster.StartProcess(cluster.Spec{Name: "node-1", Argv: []string{binary, "run", "-config", cfg}, Dir: dir,
+		LogPath: filepath.Join(dir, "agent.log")})
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer cmd.Process.Kill()
+	defer a.Kill()
 	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
 
-	cmd.Process.Signal(syscall.SIGTERM)
+	a.Signal(syscall.SIGTERM)
 	select {
-	case <-exited:
+	case <-a.Done():
 		t.Fatal("the agent exited at the first SIGTERM though its child ignores it (stop_timeout 40s)")
 	case <-time.After(500 * time.Millisecond):
 	}
 	second := time.Now()
-	cmd.Process.Signal(syscall.SIGTERM)
+	a.Signal(syscall.SIGTERM)
 	select {
-	case err := <-exited:
+	case <-a.Done():
+		err := a.Err()
 		t.Logf("second SIGTERM → exit (%v) after %s", err, time.Since(second).Round(time.Millisecond))
 		if err == nil {
 			t.Error("exit 0 after the children were killed, want a failure exit")
@@ -81,6 +80,7 @@ job "stubborn" {
 // reader has gone (`electd run | tee log` and Ctrl-C), a SIGTERM still stops
 // the child, releases the lease and exits 0 instead of dying of SIGPIPE.
 func TestClosedOutputDoesNotKillTheAgent(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "leases.db")
 	cfg := filepath.Join(dir, "electd.hcl")
@@ -105,26 +105,19 @@ job "piped" {
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
+	a, err := cluster.StartProcess(cluster.Spec{Name: "node-1", Argv: []string{binary, "run", "-config", cfg}, Dir: dir,
+		LogPath: filepath.Join(dir, "agent.log"), Pipe: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "run", "-config", cfg)
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer cmd.Process.Kill()
+	defer a.Kill()
 	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
-	r.Close() // the reader goes away; every later write gets EPIPE
+	a.Out.Close() // the reader goes away; every later write gets EPIPE
 	time.Sleep(300 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGTERM)
+	a.Signal(syscall.SIGTERM)
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-a.Done():
+		if err := a.Err(); err != nil {
 			t.Fatalf("the agent exited with %v, want 0 (SIGPIPE is exit status 141 / signal: broken pipe)", err)
 		}
 	case <-time.After(20 * time.Second):

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
 )
 
@@ -110,6 +111,7 @@ func readPidToken(t *testing.T, path string) (int, string) {
 // SIGTERM. A reload keeps an unchanged job's child and token; a changed job
 // restarts; a broken configuration is rejected and the old one keeps running.
 func TestSystemdNotifyAndReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sd := newNotifySocket(t)
 	port := freePort(t)
@@ -147,21 +149,13 @@ job "edited" {
 		}
 	}
 	write("1")
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	a, err := cluster.StartProcess(cluster.Spec{Name: "node-1", Argv: []string{binary, "run", "-config", cfgPath}, Dir: dir,
+		Env: []string{"NOTIFY_SOCKET=" + sd.path, "WATCHDOG_USEC=400000"}, LogPath: filepath.Join(dir, "agent.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logf.Close()
-	cmd := exec.Command(binary, "run", "-config", cfgPath)
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sd.path, "WATCHDOG_USEC=400000")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		cmd.Process.Kill()
+		a.Kill()
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
 			t.Logf("agent log:\n%s", b)
@@ -176,7 +170,7 @@ job "edited" {
 	}
 
 	// 1. SIGHUP with nothing changed: everything stays.
-	cmd.Process.Signal(syscall.SIGHUP)
+	a.Signal(syscall.SIGHUP)
 	sd.expect(t, "RELOADING=1", 10*time.Second)
 	sd.expect(t, "READY=1", 10*time.Second)
 	if pid, tok := readPidToken(t, dir+"/steady.pid"); pid != steadyPid || tok != steadyTok {
@@ -224,11 +218,11 @@ job "edited" {
 	}
 
 	// 4. SIGTERM: STOPPING, children stopped, exit 0.
-	cmd.Process.Signal(syscall.SIGTERM)
+	a.Signal(syscall.SIGTERM)
 	sd.expect(t, "STOPPING=1", 10*time.Second)
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-a.Done():
+		if err := a.Err(); err != nil {
 			t.Errorf("agent exit: %v, want 0", err)
 		}
 	case <-time.After(15 * time.Second):
@@ -320,6 +314,7 @@ func TestUnitFileVerifies(t *testing.T) {
 // go on for the whole outage, far past the ttl, and systemd never restarts
 // the agent for it (a restart would not bring the store back).
 func TestWatchdogGoesOnWhenTheStoreHangs(t *testing.T) {
+	t.Parallel()
 	redisAddr, redis := teststore.StartRedis(t)
 	t.Cleanup(func() { redis.Signal(syscall.SIGCONT) })
 	dir := t.TempDir()
@@ -342,12 +337,12 @@ job "w" {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "run", "-config", cfgPath)
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sd.path, "WATCHDOG_USEC=400000")
-	if err := cmd.Start(); err != nil {
+	a, err := cluster.StartProcess(cluster.Spec{Name: "node-1", Argv: []string{binary, "run", "-config", cfgPath}, Dir: dir,
+		Env: []string{"NOTIFY_SOCKET=" + sd.path, "WATCHDOG_USEC=400000"}, LogPath: filepath.Join(dir, "agent.log")})
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	defer a.Stop(30 * time.Second)
 	sd.expect(t, "READY=1", 15*time.Second)
 	sd.expect(t, "WATCHDOG=1", 5*time.Second)
 

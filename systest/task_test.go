@@ -26,6 +26,7 @@ import (
 // lines and the configuration's secrets masked. Then triggers sent to a
 // follower while the leader steps down or is killed run at most once each.
 func TestTaskRunsSeenEverywhere(t *testing.T) {
+	t.Parallel()
 	p := cluster.MustProvider(t, "postgres")
 	dir := t.TempDir()
 	const secret = "tok-task-s3cret-4711" // the agents' api_token: a secret

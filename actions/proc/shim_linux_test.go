@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,10 @@ func TestStopRightAfterStart(t *testing.T) {
 // stopRightAfterStart is TestStopRightAfterStart, each command started
 // under a spare from s when s is not nil.
 func stopRightAfterStart(t *testing.T, s *Spares) {
-	const cycles = 200
+	cycles := 200
+	if testing.Short() {
+		cycles = 20 // make test runs all 200
+	}
 	marker := filepath.Join(t.TempDir(), "stopped")
 	shim := self(t)
 	deadline := time.Now().Add(30 * time.Second)
@@ -226,8 +230,17 @@ sleep 600 & wait`, pidFile)
 		}
 		return m
 	}
-	// The tree is still: each grandchild waits on its sleep, the command on its own.
-	want := pids(descendants(p.Pid()))
+	// The tree is still once each grandchild waits on its sleep and the
+	// command on its own: the command starts its sleep after it has seen
+	// the four lines, which may be after the test has. Wait for two scans
+	// in a row to agree.
+	var want map[int]bool
+	waitFor(t, 10*time.Second, func() bool {
+		before := pids(descendants(p.Pid()))
+		time.Sleep(100 * time.Millisecond)
+		want = pids(descendants(p.Pid()))
+		return maps.Equal(before, want)
+	}, "the tree below the shim still")
 	got := pids(below(p.Pid()))
 	if len(want) < 9 { // the command, four grandchildren with a sleep each
 		t.Fatalf("a scan found %d processes below the shim, want at least 9", len(want))

@@ -158,14 +158,58 @@ func (l *ChildLog) WaitStarts(n int, within time.Duration) ([]Record, error) {
 	return l.Starts()
 }
 
-// CheckHistory checks the log's history: tokens strictly increase from one
-// child to the next, and no child started before the previous one had gone
-// (its stop line, or ends for children killed without one). It returns what
-// it found wrong.
-func (l *ChildLog) CheckHistory(ends map[int]time.Time) ([]string, error) {
+// History is what a child log's history shows: every term (a child's
+// start, in the order written), the overlaps between terms, the tokens that
+// repeat or go back, and what a fence would make of the terms.
+type History struct {
+	Terms       int
+	Overlaps    []Overlap
+	Repeats     []Record // terms whose token an earlier term had
+	Regressions []Record // terms whose token is below an earlier term's, and new
+	// FenceRefused is the terms a fence would refuse: one that remembers
+	// the highest token it has seen accepts a term's writes only when its
+	// token is above every earlier term's (a repeat or a regression; a
+	// later term's writes come after an earlier's, so refusing them is what
+	// a correct fence does, and the new leader is locked out).
+	FenceRefused int
+}
+
+// Overlap is two terms that ran at once: Later started while Earlier had
+// not yet stopped, for For (until the first of the two stopped, or until
+// now while both run).
+type Overlap struct {
+	Earlier, Later Record
+	For            time.Duration
+}
+
+func (o Overlap) String() string {
+	return fmt.Sprintf("child %d (token %s, %s) started %s before child %d (token %s, %s) stopped",
+		o.Later.PID, o.Later.Token, o.Later.Node, o.For.Round(time.Millisecond), o.Earlier.PID, o.Earlier.Token, o.Earlier.Node)
+}
+
+// Problems is every overlap, repeat and regression, in words.
+func (h History) Problems() []string {
+	var bad []string
+	for _, o := range h.Overlaps {
+		bad = append(bad, o.String())
+	}
+	for _, r := range h.Repeats {
+		bad = append(bad, fmt.Sprintf("token repeated: child %d (%s) has token %s, which an earlier term had", r.PID, r.Node, r.Token))
+	}
+	for _, r := range h.Regressions {
+		bad = append(bad, fmt.Sprintf("token went back: child %d (%s) has token %s, below an earlier term's", r.PID, r.Node, r.Token))
+	}
+	return bad
+}
+
+// History reads the log's history. A child's end is its stop line, else
+// ends[pid] (children killed without one), else now while it is alive;
+// a child with none of these has no known end and overlaps nothing after
+// it.
+func (l *ChildLog) History(ends map[int]time.Time) (History, error) {
 	recs, err := l.Records()
 	if err != nil {
-		return nil, err
+		return History{}, err
 	}
 	stops := map[int]time.Time{}
 	for _, r := range recs {
@@ -178,25 +222,64 @@ func (l *ChildLog) CheckHistory(ends map[int]time.Time) ([]string, error) {
 			stops[pid] = at
 		}
 	}
-	var bad []string
-	var prev *Record
-	for i := range recs {
-		r := recs[i]
+	now := time.Now()
+	end := func(r Record) (time.Time, bool) {
+		if at, ok := stops[r.PID]; ok {
+			return at, true
+		}
+		if Alive(r.PID) {
+			return now, true
+		}
+		return time.Time{}, false
+	}
+	var h History
+	var starts []Record
+	seen := map[uint64]bool{}
+	var high uint64
+	for _, r := range recs {
 		if r.Kind != "start" {
 			continue
 		}
-		if prev != nil {
-			if r.TokenNum() <= prev.TokenNum() {
-				bad = append(bad, fmt.Sprintf("token did not grow: child %d has token %s after token %s", r.PID, r.Token, prev.Token))
+		n := r.TokenNum()
+		if len(starts) > 0 {
+			switch {
+			case seen[n]:
+				h.Repeats = append(h.Repeats, r)
+			case n < high:
+				h.Regressions = append(h.Regressions, r)
 			}
-			end, ok := stops[prev.PID]
-			if !ok && Alive(prev.PID) {
-				bad = append(bad, fmt.Sprintf("child %d (token %s) started while child %d (token %s) was still running", r.PID, r.Token, prev.PID, prev.Token))
-			} else if ok && end.After(r.At) {
-				bad = append(bad, fmt.Sprintf("child %d (token %s) started %s before child %d (token %s) stopped", r.PID, r.Token, end.Sub(r.At), prev.PID, prev.Token))
+			if n <= high {
+				h.FenceRefused++
 			}
 		}
-		prev = &r
+		for _, e := range starts {
+			eEnd, ok := end(e)
+			if !ok || !eEnd.After(r.At) {
+				continue
+			}
+			until := eEnd
+			if rEnd, ok := end(r); ok && rEnd.Before(until) {
+				until = rEnd
+			}
+			h.Overlaps = append(h.Overlaps, Overlap{Earlier: e, Later: r, For: until.Sub(r.At)})
+		}
+		seen[n] = true
+		if n > high {
+			high = n
+		}
+		starts = append(starts, r)
 	}
-	return bad, nil
+	h.Terms = len(starts)
+	return h, nil
+}
+
+// CheckHistory checks the log's history (see History): no child started
+// before an earlier one had gone, and every token is above every earlier
+// one. It returns what it found wrong.
+func (l *ChildLog) CheckHistory(ends map[int]time.Time) ([]string, error) {
+	h, err := l.History(ends)
+	if err != nil {
+		return nil, err
+	}
+	return h.Problems(), nil
 }

@@ -110,3 +110,47 @@ func TestSQLiteCluster(t *testing.T) {
 	t.Logf("SIGTERM → next child running: %s", next.At.Sub(term).Round(time.Millisecond))
 	CheckHistory(t, c, nil)
 }
+
+// History tells repeats from regressions, counts what a fence would refuse,
+// and finds an overlap with any earlier term, not only the one before.
+func TestHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "children.log")
+	lines := "" +
+		"start 1 100 node-1 1000000000\n" +
+		"stop 1 100 node-1 5000000000\n" + // runs 1-5 s
+		"start 2 101 node-2 2000000000\n" + // overlaps token 1 for 1 s (until 3 s)
+		"stop 2 101 node-2 3000000000\n" +
+		"start 4 102 node-3 6000000000\n" +
+		"stop 4 102 node-3 7000000000\n" +
+		"start 3 103 node-1 8000000000\n" + // below 4: regression
+		"stop 3 103 node-1 9000000000\n" +
+		"start 4 104 node-2 10000000000\n" + // 4 again: repeat
+		"stop 4 104 node-2 11000000000\n" +
+		"start 5 105 node-3 12000000000\n" +
+		"stop 5 105 node-3 13000000000\n"
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewChildLog(path).History(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Terms != 6 {
+		t.Errorf("terms = %d, want 6", h.Terms)
+	}
+	if len(h.Overlaps) != 1 || h.Overlaps[0].Earlier.PID != 100 || h.Overlaps[0].Later.PID != 101 || h.Overlaps[0].For != time.Second {
+		t.Errorf("overlaps = %v, want child 101 over child 100 for 1s", h.Overlaps)
+	}
+	if len(h.Regressions) != 1 || h.Regressions[0].PID != 103 {
+		t.Errorf("regressions = %v, want child 103's token 3", h.Regressions)
+	}
+	if len(h.Repeats) != 1 || h.Repeats[0].PID != 104 {
+		t.Errorf("repeats = %v, want child 104's token 4", h.Repeats)
+	}
+	if h.FenceRefused != 2 {
+		t.Errorf("a fence would refuse %d terms, want 2 (tokens 3 and 4 after 4)", h.FenceRefused)
+	}
+	if got := len(h.Problems()); got != 3 {
+		t.Errorf("problems = %v, want 3", h.Problems())
+	}
+}

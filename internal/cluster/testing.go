@@ -3,6 +3,8 @@ package cluster
 import (
 	"testing"
 	"time"
+
+	"github.com/electd/electd/internal/teststore"
 )
 
 // The testing.TB wrappers: each fails the test where its counterpart
@@ -11,6 +13,7 @@ import (
 // MustElectd is Electd for tests.
 func MustElectd(t testing.TB) string {
 	t.Helper()
+	teststore.SkipShort(t, "the electd binary")
 	bin, err := Electd()
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +25,7 @@ func MustElectd(t testing.TB) string {
 // stores are stopped when t ends), and returns its block.
 func MustProvider(t testing.TB, name string) Provider {
 	t.Helper()
+	teststore.SkipShort(t, name)
 	s := NewStores(t.TempDir())
 	t.Cleanup(s.Close)
 	p, err := s.Provider(name, RandomSuffix())
@@ -36,6 +40,7 @@ func MustProvider(t testing.TB, name string) Provider {
 // when it failed their logs and the child log are logged.
 func Start(t testing.TB, n int, o Options) *Cluster {
 	t.Helper()
+	teststore.SkipShort(t, "electd agents")
 	if o.Binary == "" {
 		o.Binary = MustElectd(t)
 	}

@@ -29,6 +29,7 @@ func AzuriteConnectionString(port int) string {
 // stopped with t.
 func StartAzurite(t testing.TB) (connectionString string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "Azurite")
 	cs, p, err := StartAzuriteProc(t.TempDir(), 0, false)
 	started(t, p, err)
 	return cs, p

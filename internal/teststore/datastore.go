@@ -22,6 +22,7 @@ const DatastoreJar = "/usr/lib/google-cloud-sdk/platform/cloud-datastore-emulato
 // leave the JVM orphaned when stopped. The emulator is stopped with t.
 func StartDatastore(t testing.TB) (host string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "the Datastore emulator")
 	host, p, err := StartDatastoreProc(t.TempDir())
 	started(t, p, err)
 	return host, p

@@ -57,6 +57,7 @@ func StartEtcdProc(dir string, clientPort, peerPort int) (endpoint string, p *Pr
 // ports, stopped when t ends.
 func StartEtcd(t testing.TB) (endpoint string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "etcd")
 	return StartEtcdAt(t, t.TempDir(), 0, 0)
 }
 
@@ -64,6 +65,7 @@ func StartEtcd(t testing.TB) (endpoint string, p *Proc) {
 // the server when t ends.
 func StartEtcdAt(t testing.TB, dir string, clientPort, peerPort int) (endpoint string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "etcd")
 	endpoint, p, err := StartEtcdProc(dir, clientPort, peerPort)
 	started(t, p, err)
 	return endpoint, p

@@ -55,6 +55,7 @@ func StartFerretDBProc(dir string, port int) (uri string, p *Proc, err error) {
 // on a free port, stopped when t ends.
 func StartFerretDB(t testing.TB) (uri string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "FerretDB")
 	return StartFerretDBAt(t, t.TempDir(), 0)
 }
 
@@ -62,6 +63,7 @@ func StartFerretDB(t testing.TB) (uri string, p *Proc) {
 // stops the server when t ends.
 func StartFerretDBAt(t testing.TB, dir string, port int) (uri string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "FerretDB")
 	uri, p, err := StartFerretDBProc(dir, port)
 	started(t, p, err)
 	return uri, p

@@ -67,6 +67,7 @@ func startNATS(dir string, port int, extra []string) (*Proc, error) {
 // t.TempDir(), stopped when t ends.
 func StartNATS(t testing.TB, extra ...string) (addr string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "nats-server")
 	addr, p, err := StartNATSProc(t.TempDir(), 0, extra...)
 	started(t, p, err)
 	return addr, p
@@ -76,6 +77,7 @@ func StartNATS(t testing.TB, extra ...string) (addr string, p *Proc) {
 // rather than failing t, so a test may restart a server from a goroutine.
 func StartNATSAt(t testing.TB, dir string, port int, extra ...string) (*Proc, error) {
 	t.Helper()
+	SkipShort(t, "nats-server")
 	_, p, err := StartNATSProc(dir, port, extra...)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ func HavePostgresServer() string {
 // pgBase makes a directory the server's user can write, removed with t.
 func pgBase(t testing.TB) (dir string, run []string) {
 	t.Helper()
+	SkipShort(t, "a PostgreSQL server of its own")
 	base, err := os.MkdirTemp("", "electd-pg-")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +98,7 @@ func pgBase(t testing.TB) (dir string, run []string) {
 // streaming standbys. It is stopped (SIGKILL) when t ends.
 func StartPostgresPrimary(t testing.TB) *Postgres {
 	t.Helper()
+	SkipShort(t, "a PostgreSQL server of its own")
 	if why := HavePostgresServer(); why != "" {
 		t.Skip(why)
 	}

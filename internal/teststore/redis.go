@@ -58,6 +58,7 @@ func startRedis(dir string, port int, extra []string) (*Proc, error) {
 // files in a fresh t.TempDir(), stopped when t ends.
 func StartRedis(t testing.TB) (addr string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "redis-server")
 	addr, p, err := StartRedisProc(t.TempDir(), 0)
 	started(t, p, err)
 	return addr, p
@@ -67,6 +68,7 @@ func StartRedis(t testing.TB) (addr string, p *Proc) {
 // rather than failing t, so a test may restart a server from a goroutine.
 func StartRedisAt(t testing.TB, port int, dir string, extra ...string) (*Proc, error) {
 	t.Helper()
+	SkipShort(t, "redis-server")
 	_, p, err := StartRedisProc(dir, port, extra...)
 	if err != nil {
 		return nil, err

@@ -66,6 +66,18 @@ func portOrFree(port int) (int, error) {
 	return FreePort()
 }
 
+// SkipShort skips t under -short (`make test-short`, the fast suite), which
+// runs no store server and no agent: what names what t would have needed.
+// Every testing.TB wrapper that starts a store calls it, and so do the
+// helpers that reach the shared PostgreSQL and MySQL servers and the ones
+// that start agents (internal/cluster).
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: skipped under -short", what)
+	}
+}
+
 // started is the end of every testing.TB wrapper: it fails t on err, and
 // stops p when t ends.
 func started(t testing.TB, p *Proc, err error) {

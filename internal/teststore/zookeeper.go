@@ -96,6 +96,7 @@ func StartZooKeeperProc(dir string, port int) (addr string, p *Proc, err error) 
 // on a free port, stopped when t ends.
 func StartZooKeeper(t testing.TB) (addr string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "ZooKeeper")
 	return StartZooKeeperAt(t, t.TempDir(), 0)
 }
 
@@ -103,6 +104,7 @@ func StartZooKeeper(t testing.TB) (addr string, p *Proc) {
 // stops the server when t ends.
 func StartZooKeeperAt(t testing.TB, dir string, port int) (addr string, p *Proc) {
 	t.Helper()
+	SkipShort(t, "ZooKeeper")
 	addr, p, err := StartZooKeeperProc(dir, port)
 	started(t, p, err)
 	return addr, p

@@ -35,6 +35,11 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		_ = flag.Set("test.parallel", "16")
 	}
+	if testing.Short() {
+		// The tests share one Azurite started here: none runs under -short.
+		fmt.Println("azureblob: skipped under -short")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "electd-azurite")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

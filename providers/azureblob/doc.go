@@ -21,7 +21,7 @@
 // HeldError's Remaining is 0 (the store cannot say): Azure reports a lease's
 // state and duration type, never its time left, and the expiry in the record
 // is the holder's clock, which this provider never compares with its own.
-// Nor does it batch (no BatchAcquirer, BatchRenewer, BatchReleaser): every
+// Nor does it batch (no providers.Batcher): every
 // lease operation is one HTTP request on one blob (x-ms-lease-action), and
 // the Blob Batch API carries only Delete Blob and Set Blob Tier.
 //

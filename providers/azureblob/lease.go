@@ -41,16 +41,16 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("azureblob: acquire %q: %w", req.Key, err)
+		return providers.Lease{}, providers.Wrap("azureblob", "acquire", req.Key, err)
 	}
 	return l, nil
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkKey(key); err != nil {
+	if err := limits.CheckKey(key); err != nil {
 		return providers.Lease{}, err
 	}
-	if err := checkHolder(holder); err != nil {
+	if err := limits.CheckHolder(holder); err != nil {
 		return providers.Lease{}, err
 	}
 	if err := CheckTTL(ttl); err != nil {
@@ -124,13 +124,16 @@ func (p *Provider) startTerm(ctx context.Context, b *blockblob.Client, id, key, 
 func (p *Provider) Renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
 	r, err := p.renew(ctx, l)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("azureblob: renew %q: %w", l.Key, err)
+		return providers.Lease{}, providers.Wrap("azureblob", "renew", l.Key, err)
 	}
 	return r, nil
 }
 
 func (p *Provider) renew(ctx context.Context, l providers.Lease) (providers.Lease, error) {
-	if err := checkLease(l); err != nil {
+	if err := limits.CheckHeld(l); err != nil {
+		return providers.Lease{}, err
+	}
+	if err := CheckTTL(l.TTL); err != nil {
 		return providers.Lease{}, err
 	}
 	b, lc, id, err := p.clients(l.Key, l.Holder)
@@ -185,16 +188,14 @@ func (p *Provider) renew(ctx context.Context, l providers.Lease) (providers.Leas
 // releases the blob lease so a candidate need not wait out the ttl.
 func (p *Provider) Release(ctx context.Context, l providers.Lease) error {
 	if err := p.release(ctx, l); err != nil {
-		return fmt.Errorf("azureblob: release %q: %w", l.Key, err)
+		return providers.Wrap("azureblob", "release", l.Key, err)
 	}
 	return nil
 }
 
 func (p *Provider) release(ctx context.Context, l providers.Lease) error {
-	for _, check := range []error{checkKey(l.Key), checkHolder(l.Holder), providers.CheckValue(l.Value)} {
-		if check != nil {
-			return check
-		}
+	if err := limits.CheckHeld(l); err != nil {
+		return err
 	}
 	b, lc, id, err := p.clients(l.Key, l.Holder)
 	if err != nil {
@@ -242,15 +243,15 @@ func (p *Provider) release(ctx context.Context, l providers.Lease) error {
 // Observe reads the record of key. Holder is "" unless a blob lease is
 // active: the lease, not the record, says whether the term is still running.
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
-	if err := checkKey(key); err != nil {
-		return providers.Lease{}, fmt.Errorf("azureblob: observe %q: %w", key, err)
+	if err := limits.CheckKey(key); err != nil {
+		return providers.Lease{}, providers.Wrap("azureblob", "observe", key, err)
 	}
 	s, err := p.settle(ctx, p.c.NewBlockBlobClient(blobName(key)))
 	if errors.Is(err, errNoBlob) {
 		return providers.Lease{Key: key}, nil
 	}
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("azureblob: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("azureblob", "observe", key, err)
 	}
 	l := providers.Lease{Key: key, Token: s.rec.token, TTL: s.rec.ttl, Expires: s.rec.expires, Value: s.rec.value}
 	if s.leased {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/electd/electd/providers"
 )
 
 // Azure's lease durations: whole seconds from 15 to 60 (or infinite, which a
@@ -120,20 +118,6 @@ func blobName(key string) string {
 	return n
 }
 
-func checkKey(key string) error {
-	if key == "" || len(key) > maxField {
-		return fmt.Errorf("key must be 1 to %d bytes", maxField)
-	}
-	return nil
-}
-
-func checkHolder(holder string) error {
-	if holder == "" || len(holder) > maxField {
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	}
-	return nil
-}
-
 // CheckTTL reports whether ttl can be an Azure lease duration: whole seconds
 // from 15s to 60s. Rounding is not an option: a shorter lease would expire
 // before the leader's safety rule expects, a longer one delays takeover.
@@ -142,17 +126,4 @@ func CheckTTL(ttl time.Duration) error {
 		return fmt.Errorf("ttl %s is not a valid Azure blob lease duration: use whole seconds from 15s to 60s", ttl)
 	}
 	return nil
-}
-
-func checkLease(l providers.Lease) error {
-	if err := checkKey(l.Key); err != nil {
-		return err
-	}
-	if err := checkHolder(l.Holder); err != nil {
-		return err
-	}
-	if err := CheckTTL(l.TTL); err != nil {
-		return err
-	}
-	return providers.CheckValue(l.Value)
 }

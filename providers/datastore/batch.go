@@ -3,7 +3,6 @@ package datastore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -15,11 +14,7 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 const (
 	// maxTxEntities is the most entities one Commit may write in Firestore
@@ -34,9 +29,6 @@ const (
 	lookupKeys = 500
 	// txInFlight bounds the transactions of one batch run at once.
 	txInFlight = 4
-	// singleWorkers bounds the single operations run at once for the items
-	// whose transaction lost every race.
-	singleWorkers = 8
 )
 
 // txSize is how many entities the batches of this provider put in one
@@ -164,41 +156,6 @@ func (p *Provider) lookup(ctx context.Context, keys []*datastore.Key) ([]record,
 	return recs, found, nil
 }
 
-// distinct checks each item (a failed check is its error, given to fail)
-// and splits the others into the first of each key, for the batch, and
-// repeats, left to the single operation after the batch so that they are
-// judged after the first.
-func distinct(n int, key func(i int) string, check func(i int) error, fail func(int, error)) (batch, repeats []int) {
-	seen := make(map[string]bool, n)
-	for i := range n {
-		if err := check(i); err != nil {
-			fail(i, err)
-			continue
-		}
-		if k := key(i); seen[k] {
-			repeats = append(repeats, i)
-		} else {
-			seen[k] = true
-			batch = append(batch, i)
-		}
-	}
-	return batch, repeats
-}
-
-// forEach calls fn with each of idx, singleWorkers at a time.
-func forEach(idx []int, fn func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, singleWorkers)
-	for _, i := range idx {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-	wg.Wait()
-}
-
 // AcquireMany tries many Acquires with a handful of requests: one plain,
 // strongly consistent lookup of every entity (500 keys per request), which
 // refuses the leases held by others at once, as Acquire's first read does;
@@ -211,16 +168,9 @@ func forEach(idx []int, fn func(i int)) {
 // repeats of a key.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(reqs))
-	errs := make([]error, len(reqs))
-	fail := func(i int, err error) {
-		if !errors.Is(err, providers.ErrHeld) {
-			err = fmt.Errorf("datastore: acquire %q: %w", reqs[i].Key, err)
-		}
-		errs[i] = err
-	}
-	batch, repeats := distinct(len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
-		return checkLease(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
-	}, fail)
+	errs, fail, batch, repeats := providers.SplitBatch("datastore", "acquire", len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
+		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	})
 	var retry []int
 	func() {
 		if len(batch) == 0 {
@@ -233,9 +183,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		now := p.now()
 		cur, _, err := p.lookup(ctx, keys)
 		if err != nil {
-			for _, i := range batch {
-				fail(i, err)
-			}
+			providers.FailAll(batch, err, fail)
 			return
 		}
 		var items []txItem
@@ -289,7 +237,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			}
 		})
 	}()
-	forEach(retry, func(i int) {
+	providers.ForEach(retry, func(i int) {
 		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range repeats {
@@ -306,16 +254,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 // of a key.
 func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(leases))
-	errs := make([]error, len(leases))
-	fail := func(i int, err error) {
-		errs[i] = fmt.Errorf("datastore: renew %q: %w", leases[i].Key, err)
-	}
-	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) error {
-		if err := checkLease(leases[i].Key, leases[i].Holder, leases[i].TTL); err != nil {
-			return err
-		}
-		return providers.CheckValue(leases[i].Value)
-	}, fail)
+	errs, fail, batch, repeats := providers.SplitBatch("datastore", "renew", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckRenew(leases[i]) })
 	items := make([]txItem, len(batch))
 	for n, i := range batch {
 		items[n] = txItem{i, p.key(leases[i].Key)}
@@ -356,7 +295,7 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 			}
 		}
 	})
-	forEach(retry, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
+	providers.ForEach(retry, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
 	for _, i := range repeats {
 		out[i], errs[i] = p.Renew(ctx, leases[i])
 	}
@@ -369,16 +308,7 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 // still commit. The leases of a transaction that lost every race get
 // Release's own answer, as do repeats of a key.
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
-	errs := make([]error, len(leases))
-	fail := func(i int, err error) {
-		errs[i] = fmt.Errorf("datastore: release %q: %w", leases[i].Key, err)
-	}
-	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) error {
-		if err := checkLease(leases[i].Key, leases[i].Holder, time.Second); err != nil {
-			return err
-		}
-		return providers.CheckValue(leases[i].Value)
-	}, fail)
+	errs, fail, batch, repeats := providers.SplitBatch("datastore", "release", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckHeld(leases[i]) })
 	items := make([]txItem, len(batch))
 	for n, i := range batch {
 		items[n] = txItem{i, p.key(leases[i].Key)}
@@ -420,7 +350,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			}
 		}
 	})
-	forEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
+	providers.ForEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	for _, i := range repeats {
 		errs[i] = p.Release(ctx, leases[i])
 	}

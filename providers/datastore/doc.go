@@ -61,10 +61,10 @@
 //	  thawed (Renew succeeds), killed (Renew fails with connection refused).
 //	- `TestHandover`: the figures above.
 //	- `TestRemaining`: a refused Acquire's `Remaining`, waited out, then the lease taken.
-//	- `TestBatch`: `AcquireMany` of 122 (held by another, the caller's own, released with a value, new
+//	- the conformance suite's `Batch` case: `AcquireMany` of 122 (held by another, the caller's own, released with a value, new
 //	  keys, a repeat, a reserved name), then `RenewMany` and `ReleaseMany` with a lost lease and one
 //	  already released; transactions fall back to 25 entities on the emulator.
-//	- `TestBatchDown`: every batch item fails, without a verdict, against a closed port.
+//	- the conformance suite's `BatchStoreDown` case: every batch item fails, without a verdict, against a closed port.
 //	- `Example`: two nodes, a refusal naming the holder, a release and a takeover with the next token and
 //	  the carried value.
 //
@@ -76,5 +76,5 @@
 //
 // TestClockSkewBound plays a candidate whose clock is ahead, at the bound less
 // 50 ms and more 800 ms; TestRemaining waits out a refusal's Remaining;
-// TestBatch measures a batch of 122.
+// The suite's Batch case measures a batch of 122.
 package datastore

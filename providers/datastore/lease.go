@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"cloud.google.com/go/datastore"
 
@@ -56,21 +55,6 @@ func (p *Provider) held(key string, r record, holder string, now time.Time) erro
 		Remaining: r.Expires.Add(ClockSkew).Sub(now)}
 }
 
-func checkLease(key, holder string, ttl time.Duration) error {
-	if err := checkName("key", key); err != nil {
-		return err
-	}
-	switch {
-	case holder == "" || len(holder) > maxField:
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	case !utf8.ValidString(holder):
-		return errors.New("holder is not valid UTF-8")
-	case ttl < time.Millisecond:
-		return fmt.Errorf("ttl %s is shorter than 1ms", ttl)
-	}
-	return nil
-}
-
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (ClockSkew past its expiry, by this node's clock) or already held
 // by holder.
@@ -84,14 +68,11 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key := req.Key
 	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("datastore: acquire %q: %w", key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("datastore", "acquire", key, err)
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkLease(key, holder, ttl); err != nil {
+	if err := limits.Check(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
 	k := p.key(key)
@@ -150,17 +131,11 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 // lease.Value when holder and token still match, expired or not.
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
 	l, err := p.renew(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return providers.Lease{}, fmt.Errorf("datastore: renew %q: %w", lease.Key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("datastore", "renew", lease.Key, err)
 }
 
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
-	if err := checkLease(lease.Key, lease.Holder, lease.TTL); err != nil {
-		return providers.Lease{}, err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckRenew(lease); err != nil {
 		return providers.Lease{}, err
 	}
 	k := p.key(lease.Key)
@@ -195,18 +170,11 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.
 // token still match; the token and lease.Value stay in the entity, which is
 // never deleted.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
-	err := p.release(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return fmt.Errorf("datastore: release %q: %w", lease.Key, err)
-	}
-	return err
+	return providers.WrapFailure("datastore", "release", lease.Key, p.release(ctx, lease))
 }
 
 func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
-	if err := checkLease(lease.Key, lease.Holder, time.Second); err != nil {
-		return err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return err
 	}
 	k := p.key(lease.Key)
@@ -251,13 +219,13 @@ func lost(l providers.Lease) error {
 // Observe returns the entity of key; Holder is "" when the lease is free or
 // expired (ClockSkew past its expiry, by this node's clock).
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
-	if err := checkName("key", key); err != nil {
-		return providers.Lease{}, fmt.Errorf("datastore: observe %q: %w", key, err)
+	if err := limits.CheckKey(key); err != nil {
+		return providers.Lease{}, providers.Wrap("datastore", "observe", key, err)
 	}
 	now := p.now()
 	cur, found, err := p.get(ctx, p.key(key))
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("datastore: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("datastore", "observe", key, err)
 	}
 	l := providers.Lease{Key: key}
 	if !found {

@@ -2,8 +2,10 @@ package datastore
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -25,7 +27,16 @@ var _ providers.Settings = (*Settings)(nil)
 // to 1500 bytes.
 const maxField = 1500
 
-var limits = providers.Limits{MaxKey: maxField, MaxHolder: maxField, MinTTL: time.Millisecond}
+// A key is an entity's name: UTF-8, and not a name Datastore reserves. A
+// holder is a string property: UTF-8.
+var limits = providers.Limits{MaxKey: maxField, MaxHolder: maxField, MinTTL: time.Millisecond,
+	Key: func(key string) error { return checkName("key", key) },
+	Holder: func(holder string) error {
+		if !utf8.ValidString(holder) {
+			return errors.New("holder is not valid UTF-8")
+		}
+		return nil
+	}}
 
 // Type is the datastore provider type of the configuration language.
 func Type() providers.Type {

@@ -3,20 +3,13 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electd/electd/providers"
-)
-
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
 )
 
 // newTerm is a key of an AcquireMany that was free (or the caller's) when
@@ -46,7 +39,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 	out := make([]providers.Lease, len(reqs))
 	errs := make([]error, len(reqs))
 	fail := func(i int, err error) {
-		errs[i] = fmt.Errorf("etcd: acquire %q: %w", reqs[i].Key, p.explain(err))
+		errs[i] = providers.Wrap("etcd", "acquire", reqs[i].Key, p.explain(err))
 	}
 	var (
 		idx, single []int
@@ -96,7 +89,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			fail(i, err)
 		}
 	}()
-	forEach(retry, func(i int) {
+	providers.ForEach(retry, func(i int) {
 		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range single {
@@ -272,7 +265,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 	errs := make([]error, len(leases))
 	fail := func(i int, err error) {
 		p.abandon(leases[i]) // refused ones are not kept
-		errs[i] = fmt.Errorf("etcd: release %q: %w", leases[i].Key, p.explain(err))
+		errs[i] = providers.Wrap("etcd", "release", leases[i].Key, p.explain(err))
 	}
 	hs, written := p.written(leases)
 	var (
@@ -280,7 +273,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 		seen              = make(map[string]bool, len(leases))
 	)
 	for i, l := range leases {
-		if err := checkLease(l); err != nil {
+		if err := limits.CheckHeld(l); err != nil {
 			fail(i, err)
 			continue
 		}
@@ -374,7 +367,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			}
 		}
 	}()
-	forEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
+	providers.ForEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	for _, i := range single {
 		errs[i] = p.Release(ctx, leases[i])
 	}
@@ -384,10 +377,10 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 // checkAcquire checks a request as Acquire does and returns its ttl in etcd
 // seconds.
 func checkAcquire(r providers.AcquireRequest) (int64, error) {
-	if err := checkKey(r.Key); err != nil {
+	if err := limits.CheckKey(r.Key); err != nil {
 		return 0, err
 	}
-	if err := checkHolder(r.Holder); err != nil {
+	if err := limits.CheckHolder(r.Holder); err != nil {
 		return 0, err
 	}
 	return leaseSeconds(r.TTL)
@@ -402,23 +395,4 @@ func distinct(secs []int64, idx []int) []int64 {
 		}
 	}
 	return out
-}
-
-// forEach calls fn with each of idx, singleWorkers at a time.
-func forEach(idx []int, fn func(i int)) {
-	forEachN(len(idx), singleWorkers, func(n int) { fn(idx[n]) })
-}
-
-// forEachN calls fn(0..n-1), at most workers at a time.
-func forEachN(n, workers int, fn func(n int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, workers)
-	for k := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(k)
-		})
-	}
-	wg.Wait()
 }

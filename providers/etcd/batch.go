@@ -31,12 +31,7 @@ const keysPerTxn = maxTxnOps / 2
 // a remote etcd would add up.
 const readsInFlight = 4
 
-// singleWorkers bounds the single Renews run at once for the leases a batch
-// leaves to them (a new etcd lease to grant, a race lost): after a reload
-// that changed a ttl every job of the provider takes that path once.
-const singleWorkers = 8
-
-var _ providers.BatchRenewer = (*Provider)(nil)
+var _ providers.Batcher = (*Provider)(nil)
 
 // RenewMany renews many leases with a handful of requests, however many
 // there are: the holder and token checks in transactions of up to 64 keys
@@ -73,7 +68,7 @@ type pending struct {
 }
 
 func (b *batch) fail(i int, err error) {
-	b.errs[i] = fmt.Errorf("etcd: renew %q: %w", b.leases[i].Key, b.p.explain(err))
+	b.errs[i] = providers.Wrap("etcd", "renew", b.leases[i].Key, b.p.explain(err))
 }
 
 func (b *batch) failAll(idx []int, err error) {
@@ -212,25 +207,18 @@ func (b *batch) keepAlive(ctx context.Context, cli *clientv3.Client, alive []pen
 	}
 }
 
-// renewSingly gives the leases left in single to Renew, a few at a time.
+// renewSingly gives the leases left in single to Renew, a few at a time
+// (providers.SingleWorkers): a new etcd lease to grant, a race lost. After
+// a reload that changed a ttl every job of the provider takes that path
+// once.
 func (b *batch) renewSingly(ctx context.Context) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, singleWorkers)
-	for _, i := range b.single {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			b.out[i], b.errs[i] = b.p.Renew(ctx, b.leases[i])
-		}()
-	}
-	wg.Wait()
+	providers.ForEach(b.single, func(i int) { b.out[i], b.errs[i] = b.p.Renew(ctx, b.leases[i]) })
 }
 
 // checkRenew checks a lease as Renew does and returns its ttl in etcd
 // seconds.
 func checkRenew(l providers.Lease) (int64, error) {
-	if err := checkLease(l); err != nil {
+	if err := limits.CheckHeld(l); err != nil {
 		return 0, err
 	}
 	return leaseSeconds(l.TTL)

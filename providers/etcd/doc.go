@@ -58,14 +58,14 @@
 // expire by itself while the other terms keep the session alive, so the
 // provider remembers it and releases it beside the next RenewMany.
 //
-// The provider implements providers.BatchRenewer (batch.go). RenewMany
+// The provider implements providers.Batcher. RenewMany (batch.go)
 // renews the terms it wrote, as it wrote them, without reading their keys:
 // one LeaseTimeToLive with the attached keys per session shows them still
 // attached, and one keep-alive per session renews them (held.go). The
 // others it checks in transactions of 64 keys, as Renew checks one. Renewing
 // 10,000 jobs costs 2 requests, not 20,000.
 //
-// AcquireMany and ReleaseMany (providers.BatchAcquirer, BatchReleaser) read
+// AcquireMany and ReleaseMany read
 // and write in transactions of 64 keys the same way (acquiremany.go); every
 // new term goes on the session, one keep-alive per batch. Their HeldErrors
 // carry no Expires or Remaining, which would cost a LeaseTimeToLive per held
@@ -101,8 +101,8 @@
 // watch after its revision was compacted); `TestRestart`, `TestAuth`, the `TestRenewMany*` tests and
 // `TestAcquireReleaseManyRequests` start their own, as do the session tests (`TestSessionShared`: one
 // etcd lease per provider and ttl, never shared with another provider; `TestAbandonedReleaseSwept`;
-// `TestCloseRevokesSessions`; `TestSessionExpiredRenewed`); `TestAcquireManyDown` checks that every
-// batch item and `Notify` fail, without a verdict, when etcd is unreachable. The package's tests take
+// `TestCloseRevokesSessions`; `TestSessionExpiredRenewed`); the suite's `BatchStoreDown` case checks that every
+// batch item fails, without a verdict, when etcd is unreachable, and `TestNotifyDown` that `Notify` does. The package's tests take
 // about 55 s, much of it the suite's store-down case (four 5 s deadlines against a closed port) and the
 // wait for a session to expire.
 //

@@ -181,34 +181,6 @@ func (p *Provider) isClosed() bool {
 func (p *Provider) leaseKey(key string) string  { return p.prefix + key }
 func (p *Provider) recordKey(key string) string { return p.prefix + key + recordSuffix }
 
-func checkKey(key string) error {
-	switch {
-	case key == "" || len(key) > maxField:
-		return fmt.Errorf("key must be 1 to %d bytes", maxField)
-	case strings.Contains(key, "/"):
-		return errors.New("key must not contain \"/\"")
-	}
-	return nil
-}
-
-func checkHolder(holder string) error {
-	if holder == "" || len(holder) > maxField {
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	}
-	return nil
-}
-
-// checkLease checks the key, holder and Value of a lease the caller holds.
-func checkLease(l providers.Lease) error {
-	if err := checkKey(l.Key); err != nil {
-		return err
-	}
-	if err := checkHolder(l.Holder); err != nil {
-		return err
-	}
-	return providers.CheckValue(l.Value)
-}
-
 // leaseSeconds is the etcd lease ttl for ttl: whole seconds, rounded up, so
 // the store never ends a term before the agent does. etcd may raise it
 // further to its minimum lease ttl.

@@ -85,8 +85,10 @@ func testConformance(t *testing.T, endpoint string) {
 			}
 			return p
 		},
-		Notifier: true,
-		ShortTTL: shortTTL,
+		Notifier:         true,
+		ShortTTL:         shortTTL,
+		BadKey:           "bad/key",
+		NoBatchRemaining: "a batch's HeldErrors carry no Remaining, which would cost a LeaseTimeToLive per held key",
 	})
 }
 

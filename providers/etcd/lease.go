@@ -31,17 +31,14 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key := req.Key
 	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("etcd: acquire %q: %w", key, p.explain(err))
-	}
-	return l, err
+	return l, providers.WrapFailure("etcd", "acquire", key, p.explain(err))
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkKey(key); err != nil {
+	if err := limits.CheckKey(key); err != nil {
 		return providers.Lease{}, err
 	}
-	if err := checkHolder(holder); err != nil {
+	if err := limits.CheckHolder(holder); err != nil {
 		return providers.Lease{}, err
 	}
 	secs, err := leaseSeconds(ttl)
@@ -120,18 +117,15 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 // renewed: it gets a new etcd lease.
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
 	exp, err := p.renew(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return providers.Lease{}, fmt.Errorf("etcd: renew %q: %w", lease.Key, p.explain(err))
-	}
 	if err != nil {
-		return providers.Lease{}, err
+		return providers.Lease{}, providers.WrapFailure("etcd", "renew", lease.Key, p.explain(err))
 	}
 	lease.Expires = exp
 	return lease, nil
 }
 
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time, error) {
-	if err := checkLease(lease); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return time.Time{}, err
 	}
 	secs, err := leaseSeconds(lease.TTL)
@@ -212,13 +206,13 @@ func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	err := p.release(ctx, lease)
 	if err != nil && !errors.Is(err, providers.ErrLost) {
 		p.abandon(lease)
-		return fmt.Errorf("etcd: release %q: %w", lease.Key, p.explain(err))
+		return providers.Wrap("etcd", "release", lease.Key, p.explain(err))
 	}
 	return err
 }
 
 func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
-	if err := checkLease(lease); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return err
 	}
 	cli, err := p.client(ctx)
@@ -263,13 +257,13 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
 	l, err := p.observe(ctx, key)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("etcd: observe %q: %w", key, p.explain(err))
+		return providers.Lease{}, providers.Wrap("etcd", "observe", key, p.explain(err))
 	}
 	return l, nil
 }
 
 func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, error) {
-	if err := checkKey(key); err != nil {
+	if err := limits.CheckKey(key); err != nil {
 		return providers.Lease{}, err
 	}
 	cli, err := p.client(ctx)

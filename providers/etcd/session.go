@@ -218,7 +218,7 @@ func (p *Provider) expired(id clientv3.LeaseID) { p.kept(id, keptAlive{}) }
 // provider's other terms keep alive it would not, so the next RenewMany
 // releases it (sweep).
 func (p *Provider) abandon(l providers.Lease) {
-	if checkLease(l) != nil {
+	if limits.CheckHeld(l) != nil {
 		return // refused before any write: nothing to clean up
 	}
 	p.smu.Lock()

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"strconv"
@@ -32,7 +33,14 @@ const DefaultDialTimeout = 5 * time.Second
 // names, and they travel in every request.
 const maxField = 255
 
-var limits = providers.Limits{MaxKey: maxField, MaxHolder: maxField, MinTTL: time.Millisecond}
+// A key is one segment of the prefix's key space: no "/".
+var limits = providers.Limits{MaxKey: maxField, MaxHolder: maxField, MinTTL: time.Millisecond,
+	Key: func(key string) error {
+		if strings.Contains(key, "/") {
+			return errors.New("key must not contain \"/\"")
+		}
+		return nil
+	}}
 
 // Type is the etcd provider type of the configuration language.
 func Type() providers.Type {
@@ -52,6 +60,9 @@ func Type() providers.Type {
 				Username:    b.String("username", ""),
 				Password:    b.String("password", ""),
 				DialTimeout: b.Duration("dial_timeout", DefaultDialTimeout),
+			}
+			if distinctCount(s.Endpoints) == 2 {
+				b.Warnf("endpoints", "Two members: no fault tolerance", twoMembers)
 			}
 			return s
 		},

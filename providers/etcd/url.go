@@ -31,25 +31,21 @@ func fromURL(raw string) (providers.Settings, error) {
 	}
 	s := &Settings{Prefix: DefaultPrefix, DialTimeout: DefaultDialTimeout, Username: u.User, Password: u.Password}
 	scheme := ""
-	for k, v := range u.Query {
-		switch k {
-		case "prefix":
-			s.Prefix = v
-		case "dial_timeout":
-			if s.DialTimeout, err = providers.URLDuration(k, v); err != nil {
-				return nil, err
-			}
-		case "tls":
-			tls, err := providers.URLBool(k, v)
-			if err != nil {
-				return nil, err
-			}
+	err = u.Params("an etcd URL",
+		providers.URLParam{Name: "prefix", Set: func(v string) error { s.Prefix = v; return nil }},
+		providers.URLParam{Name: "dial_timeout", Set: func(v string) (err error) {
+			s.DialTimeout, err = providers.URLDuration("dial_timeout", v)
+			return err
+		}},
+		providers.URLParam{Name: "tls", Set: func(v string) error {
+			tls, err := providers.URLBool("tls", v)
 			if tls {
 				scheme = "https://"
 			}
-		default:
-			return nil, errors.New("an etcd URL takes the parameters prefix, dial_timeout and tls")
-		}
+			return err
+		}})
+	if err != nil {
+		return nil, err
 	}
 	if len(u.Hosts) == 0 {
 		return nil, errors.New("it names no endpoint")

@@ -3,8 +3,6 @@ package mongodb
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
@@ -12,16 +10,7 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
-
-// singleWorkers bounds the single operations run at once for the items a
-// batch leaves to them (a record that changed between the read and the
-// write).
-const singleWorkers = 8
+var _ providers.Batcher = (*Provider)(nil)
 
 // unordered lets the server apply every write of a bulk whatever the others
 // do, as separate calls would.
@@ -45,15 +34,11 @@ var unordered = options.BulkWrite().SetOrdered(false)
 // lost.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(reqs))
-	errs := make([]error, len(reqs))
-	fail := func(i int, err error) {
-		errs[i] = fmt.Errorf("mongodb: acquire %q: %w", reqs[i].Key, err)
-	}
-	batch, repeats := distinct(len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
-		return checkLease(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
-	}, fail)
+	errs, fail, batch, repeats := providers.SplitBatch("mongodb", "acquire", len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
+		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	})
 	retry := p.acquireBatch(ctx, reqs, batch, out, errs, fail)
-	forEach(retry, func(i int) {
+	providers.ForEach(retry, func(i int) {
 		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	})
 	for _, i := range repeats {
@@ -70,12 +55,12 @@ func (p *Provider) acquireBatch(ctx context.Context, reqs []providers.AcquireReq
 	}
 	tb, err := p.timeBase(ctx)
 	if err != nil {
-		failAll(batch, err, fail)
+		providers.FailAll(batch, err, fail)
 		return nil
 	}
 	recs, err := tb.latestMany(ctx, p.coll, keysOf(batch, func(i int) string { return reqs[i].Key }))
 	if err != nil {
-		failAll(batch, err, fail)
+		providers.FailAll(batch, err, fail)
 		return nil
 	}
 	var (
@@ -196,17 +181,7 @@ func (p *Provider) nextSlots(ctx context.Context, tb timeBase, leases []provider
 // are renewed by Renew after the batch.
 func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(leases))
-	errs := make([]error, len(leases))
-	fail := func(i int, err error) {
-		errs[i] = fmt.Errorf("mongodb: renew %q: %w", leases[i].Key, err)
-	}
-	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) error {
-		l := leases[i]
-		if err := checkLease(l.Key, l.Holder, l.TTL); err != nil {
-			return err
-		}
-		return providers.CheckValue(l.Value)
-	}, fail)
+	errs, fail, batch, repeats := providers.SplitBatch("mongodb", "renew", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckRenew(leases[i]) })
 	var retry []int
 	func() {
 		if len(batch) == 0 {
@@ -214,12 +189,12 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 		}
 		tb, err := p.timeBase(ctx)
 		if err != nil {
-			failAll(batch, err, fail)
+			providers.FailAll(batch, err, fail)
 			return
 		}
 		slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
 		if err != nil {
-			failAll(batch, err, fail)
+			providers.FailAll(batch, err, fail)
 			return
 		}
 		var (
@@ -248,7 +223,7 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 			}
 		}
 	}()
-	forEach(retry, func(i int) {
+	providers.ForEach(retry, func(i int) {
 		out[i], errs[i] = p.Renew(ctx, leases[i])
 	})
 	for _, i := range repeats {
@@ -263,17 +238,7 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 // writes it. A lease whose next slot was taken is left to Release; repeats
 // of a key are released by Release after the batch.
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
-	errs := make([]error, len(leases))
-	fail := func(i int, err error) {
-		errs[i] = fmt.Errorf("mongodb: release %q: %w", leases[i].Key, err)
-	}
-	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) error {
-		l := leases[i]
-		if l.Key == "" || l.Holder == "" {
-			return errors.New("key and holder must not be empty")
-		}
-		return providers.CheckValue(l.Value)
-	}, fail)
+	errs, fail, batch, repeats := providers.SplitBatch("mongodb", "release", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckHeld(leases[i]) })
 	var retry []int
 	func() {
 		if len(batch) == 0 {
@@ -281,12 +246,12 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 		}
 		tb, err := p.timeBase(ctx)
 		if err != nil {
-			failAll(batch, err, fail)
+			providers.FailAll(batch, err, fail)
 			return
 		}
 		slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
 		if err != nil {
-			failAll(batch, err, fail)
+			providers.FailAll(batch, err, fail)
 			return
 		}
 		var (
@@ -312,19 +277,13 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			}
 		}
 	}()
-	forEach(retry, func(i int) {
+	providers.ForEach(retry, func(i int) {
 		errs[i] = p.Release(ctx, leases[i])
 	})
 	for _, i := range repeats {
 		errs[i] = p.Release(ctx, leases[i])
 	}
 	return errs
-}
-
-func failAll(idx []int, err error, fail func(int, error)) {
-	for _, i := range idx {
-		fail(i, err)
-	}
 }
 
 // bulk runs models as unordered bulk writes of at most bulkLimit models
@@ -359,45 +318,10 @@ func (p *Provider) bulk(ctx context.Context, tb timeBase, models []mongo.WriteMo
 	return matched, errs
 }
 
-// distinct checks every item with check (a failed check is the item's
-// error, given to fail) and splits the others into the first of each key,
-// for the batch, and repeats of a key, left to the single operation after
-// the batch so that they are judged after the first.
-func distinct(n int, key func(i int) string, check func(i int) error, fail func(int, error)) (batch, repeats []int) {
-	seen := make(map[string]bool, n)
-	for i := range n {
-		if err := check(i); err != nil {
-			fail(i, err)
-			continue
-		}
-		if k := key(i); seen[k] {
-			repeats = append(repeats, i)
-		} else {
-			seen[k] = true
-			batch = append(batch, i)
-		}
-	}
-	return batch, repeats
-}
-
 func keysOf(idx []int, key func(i int) string) []string {
 	keys := make([]string, len(idx))
 	for n, i := range idx {
 		keys[n] = key(i)
 	}
 	return keys
-}
-
-// forEach calls fn with each of idx, singleWorkers at a time.
-func forEach(idx []int, fn func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, singleWorkers)
-	for _, i := range idx {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-	wg.Wait()
 }

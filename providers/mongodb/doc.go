@@ -100,5 +100,5 @@
 //
 // TestLogBounded also writes an entry behind the log's end and checks that it
 // is refused; TestBulkLimitFerretDB records FerretDB's limit on update
-// commands, and TestBatch checks each verdict of 302 jobs.
+// commands, and the conformance suite's Batch case checks each verdict of 302 jobs.
 package mongodb

@@ -104,10 +104,6 @@ func newProvider(s Settings, log hclog.Logger) (*Provider, error) {
 	}, nil
 }
 
-func checkLease(key, holder string, ttl time.Duration) error {
-	return limits.Check(key, holder, ttl)
-}
-
 func leaseOf(key string, rec record) providers.Lease {
 	return providers.Lease{Key: key, Holder: rec.Holder, Token: uint64(rec.Token), Expires: rec.Expires, Value: rec.Value}
 }
@@ -129,10 +125,7 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 // AcquireAbove is Acquire with a token above req.Floor.
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("mongodb: acquire %q: %w", req.Key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("mongodb", "acquire", req.Key, err)
 }
 
 // acquire reads the newest entry of key, judges it, and inserts the next
@@ -140,7 +133,7 @@ func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireReques
 // server lets exactly one insert that slot (the unique _id); the others
 // collide and read again.
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkLease(key, holder, ttl); err != nil {
+	if err := limits.Check(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
 	tb, err := p.timeBase(ctx)
@@ -225,27 +218,21 @@ func heldError(key string, rec record) *providers.HeldError {
 // renewed, as the contract says.
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
 	l, err := p.renew(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return providers.Lease{}, fmt.Errorf("mongodb: renew %q: %w", lease.Key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("mongodb", "renew", lease.Key, err)
 }
 
 // renew writes the term's next entry, with a new expiry and the value: a
 // candidate that judged the term over writes the same slot, and only one
 // of the two inserts succeeds.
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
-	if err := checkLease(lease.Key, lease.Holder, lease.TTL); err != nil {
-		return providers.Lease{}, err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckRenew(lease); err != nil {
 		return providers.Lease{}, err
 	}
 	tb, err := p.timeBase(ctx)
 	if err != nil {
 		return providers.Lease{}, err
 	}
-	lost := fmt.Errorf("mongodb: renew %q: %w", lease.Key, providers.ErrLost)
+	lost := providers.Wrap("mongodb", "renew", lease.Key, providers.ErrLost)
 	slot, ok := p.lastSlot(lease)
 	for range acquireAttempts {
 		if !ok {
@@ -276,25 +263,18 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.
 // Release writes an entry with the holder cleared and the expiry now when
 // holder and token still match; the token and the value given carry on.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
-	err := p.release(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return fmt.Errorf("mongodb: release %q: %w", lease.Key, err)
-	}
-	return err
+	return providers.WrapFailure("mongodb", "release", lease.Key, p.release(ctx, lease))
 }
 
 func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
-	if lease.Key == "" || lease.Holder == "" {
-		return errors.New("key and holder must not be empty")
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return err
 	}
 	tb, err := p.timeBase(ctx)
 	if err != nil {
 		return err
 	}
-	lost := fmt.Errorf("mongodb: release %q: %w", lease.Key, providers.ErrLost)
+	lost := providers.Wrap("mongodb", "release", lease.Key, providers.ErrLost)
 	slot, ok := p.lastSlot(lease)
 	for range acquireAttempts {
 		if !ok {
@@ -330,11 +310,11 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
 	tb, err := p.timeBase(ctx)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("mongodb: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("mongodb", "observe", key, err)
 	}
 	rec, found, err := tb.latest(ctx, p.coll, key)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("mongodb: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("mongodb", "observe", key, err)
 	}
 	if !found {
 		return providers.Lease{Key: key}, nil

@@ -115,8 +115,11 @@ func TestFerretDB(t *testing.T) {
 	t.Parallel()
 	uri, _ := teststore.StartFerretDB(t)
 	s := reach(t, uri)
-	providertest.Run(t, s.factory(false), providertest.Options{Unreachable: unreachable})
+	providertest.Run(t, s.factory(false), providertest.Options{Unreachable: unreachable, BatchSize: batchSize})
 }
+
+// batchSize spans several bulk requests on the fallback path (64 writes).
+const batchSize = 300
 
 // TestMongoDB runs the whole conformance suite, racing clients included,
 // and the whole suite again on the fallback path, against a real MongoDB.
@@ -136,9 +139,9 @@ func TestMongoDB(t *testing.T) {
 		}
 	})
 	t.Run("Conformance", func(t *testing.T) {
-		providertest.Run(t, s.factory(false), providertest.Options{Unreachable: unreachable})
+		providertest.Run(t, s.factory(false), providertest.Options{Unreachable: unreachable, BatchSize: batchSize})
 	})
 	t.Run("ClientClockConformance", func(t *testing.T) {
-		providertest.Run(t, s.factory(true), providertest.Options{Unreachable: unreachable})
+		providertest.Run(t, s.factory(true), providertest.Options{Unreachable: unreachable, BatchSize: batchSize})
 	})
 }

@@ -140,13 +140,10 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key, holder, ttl := req.Key, req.Holder, req.TTL
 	if err := limits.Check(key, holder, ttl); err != nil {
-		return providers.Lease{}, fmt.Errorf("nats: acquire %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("nats", "acquire", key, err)
 	}
 	l, err := p.acquire(ctx, key, holder, ttl, req.Floor)
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("nats: acquire %q: %w", key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("nats", "acquire", key, err)
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
@@ -196,13 +193,13 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 // Renew pushes the term's end to ttl from now and stores lease.Value, when
 // holder and token still match.
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
-	if err := check(lease); err != nil {
-		return providers.Lease{}, fmt.Errorf("nats: renew %q: %w", lease.Key, err)
+	if err := limits.CheckRenew(lease); err != nil {
+		return providers.Lease{}, providers.Wrap("nats", "renew", lease.Key, err)
 	}
 	next := record{Holder: lease.Holder, Token: lease.Token, TTL: int64(lease.TTL), Value: lease.Value}
 	sent := time.Now()
 	if err := p.rewrite(ctx, lease, next); err != nil {
-		return providers.Lease{}, fmt.Errorf("nats: renew %q: %w", lease.Key, err)
+		return providers.Lease{}, providers.Wrap("nats", "renew", lease.Key, err)
 	}
 	lease.Expires = sent.Add(lease.TTL)
 	return lease, nil
@@ -211,22 +208,15 @@ func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.
 // Release clears the holder, keeping the token and storing lease.Value,
 // when holder and token still match.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
-	if err := check(lease); err != nil {
-		return fmt.Errorf("nats: release %q: %w", lease.Key, err)
+	if err := limits.CheckRenew(lease); err != nil {
+		return providers.Wrap("nats", "release", lease.Key, err)
 	}
 	next := record{Token: lease.Token, Value: lease.Value}
 	if err := p.rewrite(ctx, lease, next); err != nil {
-		return fmt.Errorf("nats: release %q: %w", lease.Key, err)
+		return providers.Wrap("nats", "release", lease.Key, err)
 	}
 	p.forget(lease.Key)
 	return nil
-}
-
-func check(l providers.Lease) error {
-	if err := providers.CheckValue(l.Value); err != nil {
-		return err
-	}
-	return limits.Check(l.Key, l.Holder, l.TTL)
 }
 
 // rewrite writes next over the lease's record if lease.Holder still holds
@@ -277,7 +267,7 @@ func (p *Provider) rewrite(ctx context.Context, lease providers.Lease, next reco
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
 	l, err := p.observe(ctx, key)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("nats: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("nats", "observe", key, err)
 	}
 	return l, nil
 }

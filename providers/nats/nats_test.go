@@ -23,6 +23,7 @@ import (
 // starts; the test fails with that advice when it does not answer.
 func machineServer(t testing.TB) string {
 	t.Helper()
+	teststore.SkipShort(t, "the machine's nats-server")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := teststore.NATSReady(teststore.NATSAddr)(ctx); err != nil {

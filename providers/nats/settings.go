@@ -85,7 +85,7 @@ func Type() providers.Type {
 			"connect_timeout":  str("connect_timeout"),
 		},
 		Decode: func(b *providers.Block) providers.Settings {
-			return &Settings{
+			s := &Settings{
 				Servers:         b.List("servers"),
 				Bucket:          b.String("bucket", DefaultBucket),
 				Replicas:        b.Int("replicas", 1, 1, 5),
@@ -99,6 +99,15 @@ func Type() providers.Type {
 				TLSKeyFile:      b.String("tls_key_file", ""),
 				ConnectTimeout:  b.Duration("connect_timeout", DefaultConnectTimeout),
 			}
+			if s.Validate() == nil { // a list with errors gets those only
+				if distinctCount(s.Servers) == 2 {
+					b.Warnf("servers", "Two servers: no fault tolerance", twoServers)
+				}
+				if distinctCount(s.Servers) >= 2 && s.Replicas == 1 && (!b.Has("replicas") || b.Known("replicas")) {
+					b.Warnf("replicas", "One replica on a cluster", oneReplica)
+				}
+			}
+			return s
 		},
 		URL: urlForm(),
 	}

@@ -40,23 +40,16 @@ func fromURL(raw string) (providers.Settings, error) {
 	case u.HasUser:
 		s.User, s.Password = u.User, u.Password
 	}
-	for k, v := range u.Query {
-		switch k {
-		case "bucket":
-			s.Bucket = v
-		case "credentials_file":
-			s.CredentialsFile = v
-		case "tls":
-			if s.TLS, err = providers.URLBool(k, v); err != nil {
-				return nil, err
-			}
-		case "connect_timeout":
-			if s.ConnectTimeout, err = providers.URLDuration(k, v); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, errors.New("a nats URL takes the parameters bucket, tls, credentials_file and connect_timeout")
-		}
+	err = u.Params("a nats URL",
+		providers.URLParam{Name: "bucket", Set: func(v string) error { s.Bucket = v; return nil }},
+		providers.URLParam{Name: "tls", Set: func(v string) (err error) { s.TLS, err = providers.URLBool("tls", v); return err }},
+		providers.URLParam{Name: "credentials_file", Set: func(v string) error { s.CredentialsFile = v; return nil }},
+		providers.URLParam{Name: "connect_timeout", Set: func(v string) (err error) {
+			s.ConnectTimeout, err = providers.URLDuration("connect_timeout", v)
+			return err
+		}})
+	if err != nil {
+		return nil, err
 	}
 	if len(u.Hosts) == 0 {
 		return nil, errors.New("it names no server: write nats://host:4222")

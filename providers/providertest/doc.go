@@ -18,6 +18,13 @@
 //     required: a provider that cannot say how it behaves when its store is
 //     down does not conform.
 //
+// A store that implements providers.Batcher gets the batch cases
+// (RenewMany, AcquireMany, ReleaseMany, ConcurrentAcquireMany, Batch,
+// BatchStoreDown): every edge case of a batch judged as the single
+// operation judges it, over Options.BatchSize leases, so a new store needs
+// no batch tests of its own beyond what is truly its own (request counts,
+// chunk sizes).
+//
 // Renew after expiry when nobody took the lease over succeeds: holder and
 // token still match, which is the rule of providers.Provider. The suite checks exactly
 // that, so a provider that refuses such a renew does not conform either.

@@ -47,7 +47,7 @@ func (r HandoverResult) String() string {
 // Handover measures graceful handovers as the agent sees them: a holds the
 // lease; b, refused once, waits — on Notify when b is a providers.Notifier
 // (found with providers.As), else polling Acquire (AcquireMany when b is a
-// providers.BatchAcquirer, as the agent's) every Poll — while a
+// providers.Batcher, as the agent's) every Poll — while a
 // releases; the time runs from the start of Release until b holds the
 // lease, whose token must be a's + 1.
 func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) HandoverResult {
@@ -81,7 +81,7 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 	// The candidate acquires as the agent does: with AcquireMany where
 	// the store batches.
 	acquire := b.Acquire
-	if m, ok := providers.As[providers.BatchAcquirer](b); ok {
+	if m, ok := providers.As[providers.Batcher](b); ok {
 		acquire = func(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
 			ls, errs := m.AcquireMany(ctx, []providers.AcquireRequest{{Key: key, Holder: holder, TTL: ttl}})
 			return ls[0], errs[0]

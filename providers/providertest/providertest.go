@@ -44,6 +44,15 @@ type Options struct {
 	// with the lower token; ConcurrentAcquire then checks the holder and
 	// that the token is not above the winner's.
 	TermsMayBeRaised string
+	// BatchSize is the number of leases of the Batch case, enough for the
+	// store to split the batch over several requests; default 130.
+	BatchSize int
+	// BadKey is a key the store refuses (the Batch case checks it is refused
+	// alone); default "".
+	BadKey string
+	// NoBatchRemaining, when set, says why the HeldErrors of AcquireMany
+	// carry no Remaining although Acquire's do.
+	NoBatchRemaining string
 }
 
 const longTTL = 30 * time.Second
@@ -58,6 +67,9 @@ func Run(t *testing.T, factory Factory, opts Options) {
 	}
 	if opts.Rounds == 0 {
 		opts.Rounds = 50
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 130
 	}
 	s := &suite{factory: factory, opts: opts}
 	// The race runs alone; the cases that wait for expiries run in parallel.
@@ -97,6 +109,17 @@ func Run(t *testing.T, factory Factory, opts Options) {
 		{"Remaining", s.remaining},
 		{"AcquireMany", s.acquireMany},
 		{"ReleaseMany", s.releaseMany},
+		{"Batch", s.batch},
+		{"BatchStoreDown", func(t *testing.T) {
+			if s.opts.Unreachable == nil {
+				t.Fatal("Options.Unreachable is required")
+			}
+			p := s.opts.Unreachable(t)
+			t.Cleanup(func() { _ = p.Close() })
+			if b, ok := providers.As[providers.Batcher](p); ok {
+				s.batchDown(t, b)
+			}
+		}},
 		{"Notify", s.notify},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -591,9 +614,9 @@ func (s *suite) storeDown(t *testing.T) {
 // false success) when its store is down.
 func (s *suite) renewMany(t *testing.T) {
 	ps := s.clients(t, 2)
-	br, ok := providers.As[providers.BatchRenewer](ps[0])
+	br, ok := providers.As[providers.Batcher](ps[0])
 	if !ok {
-		t.Log("no BatchRenewer: each job's renewal is its own request to the store")
+		t.Log("no Batcher: each job's renewal is its own request to the store")
 		return
 	}
 	ctx := Context(t)
@@ -630,7 +653,7 @@ func (s *suite) renewMany(t *testing.T) {
 	}
 	down := s.opts.Unreachable(t)
 	t.Cleanup(func() { _ = down.Close() })
-	dbr, ok := providers.As[providers.BatchRenewer](down)
+	dbr, ok := providers.As[providers.Batcher](down)
 	if !ok {
 		t.Fatal("the unreachable client does not batch, the reachable one does")
 	}
@@ -680,9 +703,9 @@ func (s *suite) remaining(t *testing.T) {
 // acquireMany: each request of a batch is judged as Acquire judges it.
 func (s *suite) acquireMany(t *testing.T) {
 	ps := s.clients(t, 2)
-	ba, ok := providers.As[providers.BatchAcquirer](ps[0])
+	ba, ok := providers.As[providers.Batcher](ps[0])
 	if !ok {
-		t.Log("no BatchAcquirer: an agent acquires one lease per request")
+		t.Log("no Batcher: an agent acquires one lease per request")
 		return
 	}
 	own := MustAcquire(t, ps[0], "own", "n1", longTTL)
@@ -726,7 +749,7 @@ func (s *suite) acquireMany(t *testing.T) {
 	}
 	down := s.opts.Unreachable(t)
 	t.Cleanup(func() { _ = down.Close() })
-	dba, ok := providers.As[providers.BatchAcquirer](down)
+	dba, ok := providers.As[providers.Batcher](down)
 	if !ok {
 		t.Fatal("the unreachable client does not batch, the reachable one does")
 	}
@@ -745,8 +768,8 @@ func (s *suite) acquireMany(t *testing.T) {
 func (s *suite) concurrentAcquireMany(t *testing.T) {
 	const clients, keys = 4, 20
 	ps := s.clients(t, clients)
-	if _, ok := providers.As[providers.BatchAcquirer](ps[0]); !ok {
-		t.Log("no BatchAcquirer")
+	if _, ok := providers.As[providers.Batcher](ps[0]); !ok {
+		t.Log("no Batcher")
 		return
 	}
 	for round := range 5 {
@@ -756,7 +779,7 @@ func (s *suite) concurrentAcquireMany(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ba, _ := providers.As[providers.BatchAcquirer](ps[c])
+				ba, _ := providers.As[providers.Batcher](ps[c])
 				reqs := make([]providers.AcquireRequest, keys)
 				for k := range reqs {
 					reqs[k] = providers.AcquireRequest{Key: fmt.Sprintf("r%d-k%d", round, k), Holder: fmt.Sprintf("c%d", c), TTL: longTTL}
@@ -792,9 +815,9 @@ func (s *suite) concurrentAcquireMany(t *testing.T) {
 // touched and answers ErrLost.
 func (s *suite) releaseMany(t *testing.T) {
 	ps := s.clients(t, 2)
-	br, ok := providers.As[providers.BatchReleaser](ps[0])
+	br, ok := providers.As[providers.Batcher](ps[0])
 	if !ok {
-		t.Log("no BatchReleaser: a clean stop releases one lease per request")
+		t.Log("no Batcher: a clean stop releases one lease per request")
 		return
 	}
 	a := MustAcquire(t, ps[0], "a", "n1", longTTL)
@@ -933,7 +956,7 @@ func (s *suite) floor(t *testing.T) {
 	_, err := fa.AcquireAbove(Context(t), providers.AcquireRequest{Key: "job", Holder: "c", TTL: longTTL, Floor: 1000})
 	WantHeld(t, err, "job", "a", 502)
 
-	ba, ok := providers.As[providers.BatchAcquirer](a)
+	ba, ok := providers.As[providers.Batcher](a)
 	if !ok {
 		return
 	}

@@ -13,21 +13,13 @@ import (
 	"github.com/electd/electd/providers"
 )
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 // batchSize bounds the scripts of one pipeline. Redis runs a pipeline's
 // commands one after another, each script atomic on its own, and serves
 // other clients between reads of the pipeline: 512 short scripts keep it
 // busy for a few milliseconds, and 10,000 leases take 20 round trips.
 const batchSize = 512
-
-// singleWorkers bounds the single operations run at once for the items a
-// batch leaves to them (candidates that split the servers).
-const singleWorkers = 8
 
 // scriptCall is one run of a script: its keys and arguments.
 type scriptCall struct {
@@ -85,48 +77,6 @@ func column[T any](rs []result[[]result[T]], j int) []result[T] {
 	return out
 }
 
-// chunks calls fn with the indexes idx in slices of at most batchSize.
-func chunks(idx []int, fn func(chunk []int)) {
-	for start := 0; start < len(idx); start += batchSize {
-		fn(idx[start:min(start+batchSize, len(idx))])
-	}
-}
-
-// parallel runs fn(0..n-1), singleWorkers at a time.
-func parallel(n int, fn func(k int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, singleWorkers)
-	for k := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(k)
-		})
-	}
-	wg.Wait()
-}
-
-// distinct splits the indexes of the valid items into the first of each
-// key, for the batch, and repeats of a key, left to the single operation
-// after the batch so that they are judged after the first (two runs on one
-// key in one pipeline would be too, but a Redlock undo of one would have to
-// know of the other).
-func distinct(n int, key func(i int) string, valid func(i int) bool) (batch, repeats []int) {
-	seen := make(map[string]bool, n)
-	for i := range n {
-		if !valid(i) {
-			continue
-		}
-		if k := key(i); seen[k] {
-			repeats = append(repeats, i)
-		} else {
-			seen[k] = true
-			batch = append(batch, i)
-		}
-	}
-	return batch, repeats
-}
-
 // AcquireMany tries every Acquire of reqs with one pipeline of the acquire
 // script per server for each 512 requests, judged as Acquire judges one:
 // on one server each script's answer is final; under Redlock a request wins
@@ -136,31 +86,20 @@ func distinct(n int, key func(i int) string, valid func(i int) bool) (batch, rep
 // later attempts, one by one; so do repeats of a key, after the batch.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(reqs))
-	errs := make([]error, len(reqs))
-	fail := func(i int, err error) {
-		if !errors.Is(err, providers.ErrHeld) {
-			err = fmt.Errorf("redis: acquire %q: %w", reqs[i].Key, err)
-		}
-		errs[i] = err
-	}
-	batch, repeats := distinct(len(reqs), func(i int) string { return reqs[i].Key }, func(i int) bool {
-		r := reqs[i]
-		if err := checkLease(r.Key, r.Holder, r.TTL); err != nil {
-			fail(i, err)
-			return false
-		}
-		return true
+	// Repeats of a key go after the batch: two runs on one key in one
+	// pipeline would be judged in order too, but a Redlock undo of one would
+	// have to know of the other.
+	errs, fail, batch, repeats := providers.SplitBatch("redis", "acquire", len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
+		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
 	})
 	type retry struct {
 		i        int
 		minToken uint64
 	}
 	var retries []retry
-	chunks(batch, func(chunk []int) {
+	providers.Chunks(batch, batchSize, func(chunk []int) {
 		if err := ctx.Err(); err != nil {
-			for _, i := range chunk {
-				fail(i, err)
-			}
+			providers.FailAll(chunk, err, fail)
 			return
 		}
 		ttl := reqs[chunk[0]].TTL
@@ -203,7 +142,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		}
 		p.undoMany(ctx, undo)
 	})
-	parallel(len(retries), func(k int) {
+	providers.ForEachN(len(retries), providers.SingleWorkers, func(k int) {
 		i, r := retries[k].i, reqs[retries[k].i]
 		l, err := p.acquireFrom(ctx, r.Key, r.Holder, r.TTL, 2, max(retries[k].minToken, r.Floor+1))
 		if err != nil {
@@ -281,23 +220,10 @@ func (p *Provider) undoMany(ctx context.Context, undo [][]undoItem) {
 // the batch.
 func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(leases))
-	errs := make([]error, len(leases))
-	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) bool {
-		l := leases[i]
-		err := checkLease(l.Key, l.Holder, l.TTL)
-		if err == nil {
-			err = providers.CheckValue(l.Value)
-		}
-		if err != nil {
-			errs[i] = fmt.Errorf("redis: renew %q: %w", l.Key, err)
-		}
-		return err == nil
-	})
-	chunks(batch, func(chunk []int) {
+	errs, fail, batch, repeats := providers.SplitBatch("redis", "renew", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckRenew(leases[i]) })
+	providers.Chunks(batch, batchSize, func(chunk []int) {
 		if err := ctx.Err(); err != nil {
-			for _, i := range chunk {
-				errs[i] = fmt.Errorf("redis: renew %q: %w", leases[i].Key, err)
-			}
+			providers.FailAll(chunk, err, fail)
 			return
 		}
 		ttl := leases[chunk[0]].TTL
@@ -347,23 +273,10 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 // Redlock: a quorum). Every release publishes on its key's channel as
 // Release does. Repeats of a key are released by Release after the batch.
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
-	errs := make([]error, len(leases))
-	batch, repeats := distinct(len(leases), func(i int) string { return leases[i].Key }, func(i int) bool {
-		l := leases[i]
-		err := checkLease(l.Key, l.Holder, time.Second)
-		if err == nil {
-			err = providers.CheckValue(l.Value)
-		}
-		if err != nil {
-			errs[i] = fmt.Errorf("redis: release %q: %w", l.Key, err)
-		}
-		return err == nil
-	})
-	chunks(batch, func(chunk []int) {
+	errs, fail, batch, repeats := providers.SplitBatch("redis", "release", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckHeld(leases[i]) })
+	providers.Chunks(batch, batchSize, func(chunk []int) {
 		if err := ctx.Err(); err != nil {
-			for _, i := range chunk {
-				errs[i] = fmt.Errorf("redis: release %q: %w", leases[i].Key, err)
-			}
+			providers.FailAll(chunk, err, fail)
 			return
 		}
 		ttl := ioTimeout

@@ -54,8 +54,8 @@
 //	| `TestServerRestart` | SIGKILL and restart of one server: without persistence tokens restart at 1; with `appendfsync always` the term, token and value survive |
 //	| `TestACL` | every operation, the batches and `Notify` included, as the least-privileged ACL user above, on `db = 2`; a wrong password fails |
 //	| `TestRemaining` | one server and three: a refused Acquire's `Remaining` is the `PTTL` (close to the ttl, falling with time, pushed out by a Renew); waiting it out, the candidate takes the lease |
-//	| `TestBatch` | one server and three: 1,202 acquisitions in one `AcquireMany` (held by another with a `Remaining`, the caller's own, released with a value, new keys, a repeat, an invalid key), then `RenewMany` and `ReleaseMany` with a lost lease, then another holder's batch with the next tokens |
-//	| `TestBatchStoreDown` | servers down: every batch item and `Notify` fail with store errors |
+//	| `TestSingle/Batch`, `TestRedlock/Batch` (the suite's `Batch` case) | one server and three: 1,202 acquisitions in one `AcquireMany` (held by another with a `Remaining`, the caller's own, released with a value, new keys, a repeat, an invalid key), then `RenewMany` and `ReleaseMany` with a lost lease, then another holder's batch with the next tokens |
+//	| `TestSingle/BatchStoreDown`, `TestRedlock/BatchStoreDown`, `TestNotifyStoreDown` | servers down: every batch item and `Notify` fail with store errors |
 //	| `TestRedlockBatchSplit`, `TestRedlockBatchServerLostData` | servers whose counters disagree: `AcquireMany` retries as Acquire does and leaves no stray term; a server restarted empty is brought back in step |
 //	| `TestNotify`, `TestNotifyPrefix`, `TestNotifyDoesNotBlock` | one subscription hears acquisitions and releases (batched too) of every key, `changed("")` after a server restart, nothing after ctx ended; a prefix with glob characters matches only itself; a blocked `changed` holds up no operation |
 //	| `TestHandover` | the figures above |
@@ -63,7 +63,7 @@
 // Not verified here: `tls = true` (no TLS server in the test set-up), Redis versions other than 7.0,
 // managed Redis services, replica failover.
 //
-// The figures of docs/providers/redis.md come from TestBatch, TestServerRestart
+// The figures of docs/providers/redis.md come from the suite's Batch case, TestServerRestart
 // (with and without persistence, SIGKILL included), and the agent's
 // TestFailoverRedlock and TestFailoverRedis (tokens across a lost write).
 package redis

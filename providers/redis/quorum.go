@@ -140,14 +140,11 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 // AcquireAbove is Acquire with a token above req.Floor.
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("redis: acquire %q: %w", req.Key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("redis", "acquire", req.Key, err)
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkLease(key, holder, ttl); err != nil {
+	if err := limits.Check(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
 	// The first attempt lets every server increment its own counter (up to
@@ -421,14 +418,11 @@ func lost(l providers.Lease) error {
 // holder and token still match on a quorum. An expired term that nobody
 // took may be renewed (holder and token still match, as the contract says).
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
-	if err := checkLease(lease.Key, lease.Holder, lease.TTL); err != nil {
-		return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, err)
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
-		return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, err)
+	if err := limits.CheckRenew(lease); err != nil {
+		return providers.Lease{}, providers.Wrap("redis", "renew", lease.Key, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, err)
+		return providers.Lease{}, providers.Wrap("redis", "renew", lease.Key, err)
 	}
 	stamp := time.Now().UnixNano()
 	start := time.Now()
@@ -504,20 +498,17 @@ func (p *Provider) judgeRenew(ctx context.Context, lease providers.Lease, rs []r
 	case len(exps) >= p.quorum:
 		return providers.Lease{}, fmt.Errorf("redis: renew %q: took %s of a %s ttl: no validity left", lease.Key, lease.TTL-validity-drift(lease.TTL), lease.TTL)
 	}
-	return providers.Lease{}, fmt.Errorf("redis: renew %q: %w", lease.Key, p.storeError(ctx, "renewed the lease", len(exps), errs))
+	return providers.Lease{}, providers.Wrap("redis", "renew", lease.Key, p.storeError(ctx, "renewed the lease", len(exps), errs))
 }
 
 // Release clears the holder and stores lease.Value when holder and token
 // still match on a quorum; the token counter is kept.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
-	if err := checkLease(lease.Key, lease.Holder, time.Second); err != nil {
-		return fmt.Errorf("redis: release %q: %w", lease.Key, err)
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
-		return fmt.Errorf("redis: release %q: %w", lease.Key, err)
+	if err := limits.CheckHeld(lease); err != nil {
+		return providers.Wrap("redis", "release", lease.Key, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redis: release %q: %w", lease.Key, err)
+		return providers.Wrap("redis", "release", lease.Key, err)
 	}
 	stamp := time.Now().UnixNano()
 	ttl := lease.TTL
@@ -551,7 +542,7 @@ func (p *Provider) judgeRelease(ctx context.Context, lease providers.Lease, rs [
 	case refused > len(p.nodes)-p.quorum:
 		return lost(lease)
 	}
-	return fmt.Errorf("redis: release %q: %w", lease.Key, p.storeError(ctx, "released the lease", released, errs))
+	return providers.Wrap("redis", "release", lease.Key, p.storeError(ctx, "released the lease", released, errs))
 }
 
 // Observe returns the lease as a quorum sees it: Holder is "" unless one
@@ -559,7 +550,7 @@ func (p *Provider) judgeRelease(ctx context.Context, lease providers.Lease, rs [
 // counter among the servers that answered.
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return providers.Lease{}, fmt.Errorf("redis: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("redis", "observe", key, err)
 	}
 	rs := each(ctx, p, ioTimeout, func(ctx context.Context, n *node) (record, error) {
 		return p.nodeObserve(ctx, n, key)
@@ -597,7 +588,7 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 		}
 	}
 	if answered < p.quorum {
-		return providers.Lease{}, fmt.Errorf("redis: observe %q: %w", key, p.storeError(ctx, "answered", answered, errs))
+		return providers.Lease{}, providers.Wrap("redis", "observe", key, p.storeError(ctx, "answered", answered, errs))
 	}
 	l.Value = value.value
 	for _, rs := range live {

@@ -109,10 +109,6 @@ func (p *Provider) stateKey(key string) string { return p.prefix + "lease:" + ke
 func (p *Provider) liveKey(key string) string  { return p.prefix + "live:" + key }
 func (p *Provider) channel(key string) string  { return p.prefix + "notify:" + key }
 
-func checkLease(key, holder string, ttl time.Duration) error {
-	return limits.Check(key, holder, ttl)
-}
-
 // drift is the Redlock allowance for clock drift between the servers and
 // the client, subtracted from the validity of every term.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }

@@ -60,6 +60,7 @@ func conformance(t *testing.T, n int) {
 			return open(t, redisprovider.Settings{Addresses: closedAddrs(t, n), Prefix: "electd:"})
 		},
 		Notifier:         true,
+		BatchSize:        1200, // more than two pipelines of 512
 		TermsMayBeRaised: map[bool]string{true: "Redlock keeps a quorum's token only when no server reported a higher counter; racing candidates raise each other's counters, and the winner's term is raised to one above them"}[n >= 3],
 	})
 }

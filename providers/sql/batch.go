@@ -15,11 +15,7 @@ import (
 // under SQLite's limit of 32766 and MySQL's of 65535.
 const batchRows = 1000
 
-var (
-	_ providers.BatchAcquirer = (*Provider)(nil)
-	_ providers.BatchRenewer  = (*Provider)(nil)
-	_ providers.BatchReleaser = (*Provider)(nil)
-)
+var _ providers.Batcher = (*Provider)(nil)
 
 // AcquireMany judges many Acquires in one statement per 1000 leases
 // (PostgreSQL and SQLite: one INSERT ... ON CONFLICT DO UPDATE ... RETURNING
@@ -29,35 +25,20 @@ var (
 // order, so racing batches lock rows in the same order.
 func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequest) ([]providers.Lease, []error) {
 	out := make([]providers.Lease, len(reqs))
-	errs := make([]error, len(reqs))
-	var batch, alone []int // alone: a key asked for twice is judged on its own, after
-	seen := make(map[string]bool, len(reqs))
-	for i, r := range reqs {
-		switch {
-		case checkLease(r.Key, r.Holder, r.TTL) != nil:
-			errs[i] = fmt.Errorf("sql: acquire %q: %w", r.Key, checkLease(r.Key, r.Holder, r.TTL))
-		case seen[r.Key]:
-			alone = append(alone, i)
-		default:
-			seen[r.Key] = true
-			batch = append(batch, i)
-		}
-	}
+	// alone: a key asked for twice is judged on its own, after
+	errs, fail, batch, alone := providers.SplitBatch("sql", "acquire", len(reqs), func(i int) string { return reqs[i].Key }, func(i int) error {
+		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
+	})
 	if err := p.ensure(ctx); err != nil {
-		for _, i := range append(batch, alone...) {
-			errs[i] = fmt.Errorf("sql: acquire %q: %w", reqs[i].Key, err)
-		}
+		providers.FailAll(append(batch, alone...), err, fail)
 		return out, errs
 	}
 	slices.SortFunc(batch, func(a, b int) int { return strings.Compare(reqs[a].Key, reqs[b].Key) })
-	for start := 0; start < len(batch); start += batchRows {
-		chunk := batch[start:min(start+batchRows, len(batch))]
+	providers.Chunks(batch, batchRows, func(chunk []int) {
 		if err := p.acquireChunk(ctx, reqs, chunk, out, errs); err != nil {
-			for _, i := range chunk {
-				errs[i] = fmt.Errorf("sql: acquire %q: %w", reqs[i].Key, err)
-			}
+			providers.FailAll(chunk, err, fail)
 		}
-	}
+	})
 	for _, i := range alone {
 		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
 	}
@@ -308,18 +289,15 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 	return out, errs
 }
 
-// checkMany validates a batch of leases (values too when withValue) and
+// checkMany validates a batch of leases (their ttls too when withTTL) and
 // creates the table if need be.
 func (p *Provider) checkMany(ctx context.Context, leases []providers.Lease, withTTL bool) error {
+	check := limits.CheckHeld
+	if withTTL {
+		check = limits.CheckRenew
+	}
 	for _, l := range leases {
-		ttl := l.TTL
-		if !withTTL {
-			ttl = time.Second
-		}
-		if err := checkLease(l.Key, l.Holder, ttl); err != nil {
-			return err
-		}
-		if err := providers.CheckValue(l.Value); err != nil {
+		if err := check(l); err != nil {
 			return err
 		}
 	}

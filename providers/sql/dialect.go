@@ -96,7 +96,11 @@ func newDialect(s Settings) (*dialect, error) {
 		cfg.DialFunc = live(cfg.DialFunc) // live.go
 		d.pg = cfg
 		d.table = pgx.Identifier{table}.Sanitize()
-		d.db = stdlib.OpenDB(*cfg.Copy())
+		if r := newHostRotation(cfg); r != nil { // hosts.go
+			d.db = dbsql.OpenDB(r.connector(*cfg.Copy()))
+		} else {
+			d.db = stdlib.OpenDB(*cfg.Copy())
+		}
 		d.ttlArg = func(t time.Duration) any { return float64(t.Milliseconds()) }
 		d.remaining = `(EXTRACT(EPOCH FROM (expires_at - now())) * 1000000)::bigint`
 		d.retryable = func(err error) bool {

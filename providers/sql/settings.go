@@ -50,6 +50,9 @@ func Type() providers.Type {
 				DSN:    b.String("dsn", ""),
 				Table:  b.String("table", DefaultTable),
 			}
+			if w := clusterWarning(s.Driver, s.DSN); w != "" {
+				b.Warnf("dsn", "Several hosts without target_session_attrs", "%s", w)
+			}
 			return s
 		},
 		URL: urlForm(),

@@ -127,10 +127,6 @@ func (p *Provider) execAll(ctx context.Context, stmts []string) error {
 	return nil
 }
 
-func checkLease(key, holder string, ttl time.Duration) error {
-	return limits.Check(key, holder, ttl)
-}
-
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (by the database clock) or already held by holder.
 func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
@@ -144,14 +140,11 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	p.wakeAfter([]string{req.Key}, []error{err})
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("sql: acquire %q: %w", req.Key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("sql", "acquire", req.Key, err)
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkLease(key, holder, ttl); err != nil {
+	if err := limits.Check(key, holder, ttl); err != nil {
 		return providers.Lease{}, err
 	}
 	if err := p.ensure(ctx); err != nil {
@@ -261,21 +254,15 @@ func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.
 	if errors.Is(err, providers.ErrLost) {
 		p.wakeEnded(lease.Key)
 	}
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return providers.Lease{}, fmt.Errorf("sql: renew %q: %w", lease.Key, err)
-	}
 	if err != nil {
-		return providers.Lease{}, err
+		return providers.Lease{}, providers.WrapFailure("sql", "renew", lease.Key, err)
 	}
 	lease.Expires = exp
 	return lease, nil
 }
 
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time, error) {
-	if err := checkLease(lease.Key, lease.Holder, lease.TTL); err != nil {
-		return time.Time{}, err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckRenew(lease); err != nil {
 		return time.Time{}, err
 	}
 	if err := p.ensure(ctx); err != nil {
@@ -317,17 +304,11 @@ func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 	if err == nil || errors.Is(err, providers.ErrLost) {
 		p.wakeEnded(lease.Key)
 	}
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return fmt.Errorf("sql: release %q: %w", lease.Key, err)
-	}
-	return err
+	return providers.WrapFailure("sql", "release", lease.Key, err)
 }
 
 func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
-	if err := checkLease(lease.Key, lease.Holder, time.Second); err != nil {
-		return err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return err
 	}
 	if err := p.ensure(ctx); err != nil {
@@ -365,7 +346,7 @@ func lost(l providers.Lease) error {
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
 	if !p.readOnly {
 		if err := p.ensure(ctx); err != nil {
-			return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
+			return providers.Lease{}, providers.Wrap("sql", "observe", key, err)
 		}
 	}
 	l, remaining, _, err := p.observe(ctx, key)
@@ -373,7 +354,7 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 		return providers.Lease{Key: key}, nil // no agent has acquired a lease here yet
 	}
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("sql: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("sql", "observe", key, err)
 	}
 	if remaining <= 0 {
 		l.Holder = ""

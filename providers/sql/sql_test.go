@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
 	sqlprovider "github.com/electd/electd/providers/sql"
@@ -56,6 +57,7 @@ type server struct {
 
 func reach(t *testing.T, driver, sqlDriver, envVar, def string) *server {
 	t.Helper()
+	teststore.SkipShort(t, driver)
 	s := &server{driver: driver, dsn: envOr(envVar, def), sqlDriver: sqlDriver, envVar: envVar}
 	db, err := dbsql.Open(sqlDriver, s.dsn)
 	if err != nil {
@@ -94,6 +96,11 @@ func (s *server) factory(t *testing.T) func(*testing.T) providers.Provider {
 
 func TestSQLite(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		// SQLite needs no server, but the conformance suite waits out
+		// real leases: 8 to 20 s here.
+		t.Skip("the conformance suite waits out real leases: skipped under -short")
+	}
 	providertest.Run(t, func(t *testing.T) func(*testing.T) providers.Provider {
 		settings := sqlprovider.Settings{Driver: "sqlite", DSN: filepath.Join(t.TempDir(), "leases.db")}
 		return func(t *testing.T) providers.Provider { return open(t, settings) }

@@ -32,6 +32,9 @@ const (
 // the same instants: every key must have exactly one winner.
 func TestSQLiteMultiProcess(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("child processes contend for seconds: skipped under -short")
+	}
 	file := filepath.Join(t.TempDir(), "leases.db")
 	start := time.Now().Add(1500 * time.Millisecond) // time for every child to start and open the file
 	cmds := make([]*exec.Cmd, childProcs)

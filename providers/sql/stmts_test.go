@@ -28,7 +28,7 @@ func TestSQLiteRenewManySizes(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = providers.AcquireRequest{Key: fmt.Sprintf("k%04d", i), Holder: "n1", TTL: 30 * time.Second}
 	}
-	leases, errs := p.(providers.BatchAcquirer).AcquireMany(ctx, reqs)
+	leases, errs := p.(providers.Batcher).AcquireMany(ctx, reqs)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("AcquireMany %s: %v", reqs[i].Key, err)
@@ -41,7 +41,7 @@ func TestSQLiteRenewManySizes(t *testing.T) {
 	if _, err := p.Acquire(ctx, "k0500", "n2", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	renewer := p.(providers.BatchRenewer)
+	renewer := p.(providers.Batcher)
 	sizes := []int{1, 2, 3, 5, 8, 13, 2, 1, n, n - 1, 1}
 	for round := range 2 {
 		var wg sync.WaitGroup

@@ -3,7 +3,6 @@ package zookeeper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -29,17 +28,14 @@ var _ providers.FloorAcquirer = (*Provider)(nil)
 func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key := req.Key
 	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
-	if err != nil && !errors.Is(err, providers.ErrHeld) {
-		return providers.Lease{}, fmt.Errorf("zookeeper: acquire %q: %w", key, err)
-	}
-	return l, err
+	return l, providers.WrapFailure("zookeeper", "acquire", key, err)
 }
 
 func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Duration, floor uint64) (providers.Lease, error) {
-	if err := checkKey(key); err != nil {
+	if err := limits.CheckKey(key); err != nil {
 		return providers.Lease{}, err
 	}
-	if err := checkHolder(holder); err != nil {
+	if err := limits.CheckHolder(holder); err != nil {
 		return providers.Lease{}, err
 	}
 	s, err := p.session(ctx, ttl, true)
@@ -132,24 +128,15 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 // token unchanged.
 func (p *Provider) Renew(ctx context.Context, lease providers.Lease) (providers.Lease, error) {
 	exp, err := p.renew(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return providers.Lease{}, fmt.Errorf("zookeeper: renew %q: %w", lease.Key, err)
-	}
 	if err != nil {
-		return providers.Lease{}, err
+		return providers.Lease{}, providers.WrapFailure("zookeeper", "renew", lease.Key, err)
 	}
 	lease.Expires = exp
 	return lease, nil
 }
 
 func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time, error) {
-	if err := checkKey(lease.Key); err != nil {
-		return time.Time{}, err
-	}
-	if err := checkHolder(lease.Holder); err != nil {
-		return time.Time{}, err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return time.Time{}, err
 	}
 	s, err := p.session(ctx, lease.TTL, true)
@@ -225,21 +212,11 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 // holder and token still match; the token and lease.Value stay in the
 // record.
 func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
-	err := p.release(ctx, lease)
-	if err != nil && !errors.Is(err, providers.ErrLost) {
-		return fmt.Errorf("zookeeper: release %q: %w", lease.Key, err)
-	}
-	return err
+	return providers.WrapFailure("zookeeper", "release", lease.Key, p.release(ctx, lease))
 }
 
 func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
-	if err := checkKey(lease.Key); err != nil {
-		return err
-	}
-	if err := checkHolder(lease.Holder); err != nil {
-		return err
-	}
-	if err := providers.CheckValue(lease.Value); err != nil {
+	if err := limits.CheckHeld(lease); err != nil {
 		return err
 	}
 	s, err := p.anySession(ctx, lease.TTL)
@@ -286,13 +263,13 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, error) {
 	l, err := p.observe(ctx, key)
 	if err != nil {
-		return providers.Lease{}, fmt.Errorf("zookeeper: observe %q: %w", key, err)
+		return providers.Lease{}, providers.Wrap("zookeeper", "observe", key, err)
 	}
 	return l, nil
 }
 
 func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, error) {
-	if err := checkKey(key); err != nil {
+	if err := limits.CheckKey(key); err != nil {
 		return providers.Lease{}, err
 	}
 	s, err := p.anySession(ctx, 0)

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -47,7 +48,20 @@ const maxField = 255
 // within the server's bounds (2 to 20 ticks by default: 4 s to 40 s); the
 // static limits can only say what no server accepts, and the run-time check
 // of a negotiated timeout does the rest (see session.go).
-var limits = providers.Limits{MaxKey: maxField, MaxHolder: maxField, MinTTL: time.Second}
+//
+// A key is one znode name under the root.
+var limits = providers.Limits{MaxKey: maxField, MaxHolder: maxField, MinTTL: time.Second,
+	Key: func(key string) error {
+		switch {
+		case strings.Contains(key, "/"):
+			return errors.New("key must not contain \"/\"")
+		case key == "." || key == "..":
+			return errors.New("key must not be \".\" or \"..\"")
+		case badRune(key):
+			return errors.New("key holds a character ZooKeeper refuses in znode names")
+		}
+		return nil
+	}}
 
 // Type is the zookeeper provider type of the configuration language.
 func Type() providers.Type {
@@ -61,13 +75,17 @@ func Type() providers.Type {
 			"connect_timeout": str("connect_timeout"),
 		},
 		Decode: func(b *providers.Block) providers.Settings {
-			return &Settings{
+			s := &Settings{
 				Servers:        b.List("servers"),
 				Root:           b.String("root", DefaultRoot),
 				Username:       b.String("username", ""),
 				Password:       b.String("password", ""),
 				ConnectTimeout: b.Duration("connect_timeout", DefaultConnectTimeout),
 			}
+			if distinctCount(s.Servers) == 2 {
+				b.Warnf("servers", "Two servers: no fault tolerance", twoServers)
+			}
+			return s
 		},
 		URL: urlForm(),
 	}

@@ -31,15 +31,12 @@ func fromURL(raw string) (providers.Settings, error) {
 	if u.Path != "" {
 		s.Root = "/" + u.Path
 	}
-	for k, v := range u.Query {
-		switch k {
-		case "connect_timeout":
-			if s.ConnectTimeout, err = providers.URLDuration(k, v); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, errors.New("a zk URL takes the parameter connect_timeout")
-		}
+	err = u.Params("a zk URL", providers.URLParam{Name: "connect_timeout", Set: func(v string) (err error) {
+		s.ConnectTimeout, err = providers.URLDuration("connect_timeout", v)
+		return err
+	}})
+	if err != nil {
+		return nil, err
 	}
 	if len(u.Hosts) == 0 {
 		return nil, errors.New("it names no server: write zk://host:2181")

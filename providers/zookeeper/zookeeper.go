@@ -125,27 +125,6 @@ func (p *Provider) keyOf(path string) string {
 	return key
 }
 
-func checkKey(key string) error {
-	switch {
-	case key == "" || len(key) > maxField:
-		return fmt.Errorf("key must be 1 to %d bytes", maxField)
-	case strings.Contains(key, "/"):
-		return errors.New("key must not contain \"/\"")
-	case key == "." || key == "..":
-		return errors.New("key must not be \".\" or \"..\"")
-	case badRune(key):
-		return errors.New("key holds a character ZooKeeper refuses in znode names")
-	}
-	return nil
-}
-
-func checkHolder(holder string) error {
-	if holder == "" || len(holder) > maxField {
-		return fmt.Errorf("holder must be 1 to %d bytes", maxField)
-	}
-	return nil
-}
-
 // record is the data of a key's persistent znode root/<key>: never deleted,
 // it keeps the token and the value across terms, releases, expiries and
 // server restarts. Holder is the holder of the last term, "" once released;
