@@ -383,3 +383,48 @@ func TestLifeDrain(t *testing.T) {
 		}
 	})
 }
+
+// The scenario of issue #27: the only other agent that has the job holds
+// it off after a step-down when the drain comes. The drain keeps the job
+// (no leaderless gap) while the other holds it off, then hands it over
+// once it can: one move.
+func TestLifeDrainWaitsForAHoldOff(t *testing.T) {
+	lifeStores(t, func(t *testing.T, provider string) {
+		job := `job "x" {
+  ttl         = "8s"
+  renew_every = "500ms"
+  retry_every = "300ms"
+}
+`
+		a := startAgent(t, loadConfig(t, lifeConfig("a", provider, "", job)), quiet)
+		eventually(t, 10*time.Second, "a leads", func() bool { return statusOf(a, "x").State == StateLeader })
+		b := startAgent(t, loadConfig(t, lifeConfig("b", provider, "", job)), quiet)
+		settle(t, 2, a, b)
+		// b leads, then steps down: it holds x off for a ttl, and a leads.
+		if err := a.StepDown(t.Context(), "x"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "b leads", func() bool { return statusOf(b, "x").State == StateLeader })
+		eventually(t, 20*time.Second, "a's hold-off over", func() bool { return statusOf(a, "x").Competing })
+		if err := b.StepDown(t.Context(), "x"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "a leads again", func() bool { return statusOf(a, "x").State == StateLeader })
+		start := terms([]string{"x"}, a, b)
+		tok := statusOf(a, "x").Token
+
+		t.Logf("drain: %+v", a.Drain(true, false))
+		eventually(t, 10*time.Second, "a keeps x while b holds it off", func() bool {
+			s := statusOf(a, "x")
+			if s.State != StateLeader || s.Token != tok {
+				t.Fatalf("a let x go while b held it off: %+v", s)
+			}
+			return s.Waiting == drainKeptWhy
+		})
+		eventually(t, 20*time.Second, "b leads x once its hold-off is over", func() bool { return statusOf(b, "x").State == StateLeader })
+		settle(t, 2, a, b)
+		if _, n := movesSince(start, terms([]string{"x"}, a, b)); n != 1 {
+			t.Errorf("%d moves for the drain; want one", n)
+		}
+	})
+}
