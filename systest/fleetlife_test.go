@@ -87,3 +87,37 @@ func TestBalanceHandoverKilled(t *testing.T) {
 		})
 	}
 }
+
+// `electd drain` on the only agent that can lead a job: the job is kept
+// and said so, exit 1; `-force` gives it up, and the drain ends.
+func TestDrainKeptAndForced(t *testing.T) {
+	for _, name := range fleetStores {
+		t.Run(name, func(t *testing.T) {
+			p := cluster.MustProvider(t, name)
+			dir := t.TempDir()
+			tm := cluster.Timing{TTL: 4 * time.Second, Renew: time.Second, Retry: 500 * time.Millisecond}
+			a := fleetNode(t, dir, p, "node-a", nil, cluster.LeaseJob("solo", tm))
+			if !cluster.Until(20*time.Second, 100*time.Millisecond, func() bool { c, _ := leading(t, []*cluster.Agent{a}); return c[0] == 1 }) {
+				t.Fatal("node-a does not lead")
+			}
+			out, code := electdCLI(t, "drain", "-addr", a.API, "-wait", "0")
+			if code != 1 || !strings.Contains(out, "solo: kept: no other agent can lead it now") {
+				t.Fatalf("electd drain with no other agent: exit %d, want 1 and the job kept:\n%s", code, out)
+			}
+			out, _ = electdCLI(t, "status", "-addr", a.API)
+			if !strings.Contains(out, "draining") || !strings.Contains(out, "no other agent can lead this job now") {
+				t.Errorf("electd status of a draining agent keeping a job:\n%s", out)
+			}
+			if c, _ := leading(t, []*cluster.Agent{a}); c[0] != 1 {
+				t.Errorf("node-a let the kept job go")
+			}
+			out, code = electdCLI(t, "drain", "-force", "-addr", a.API, "-wait", "20s")
+			if code != 0 || !strings.Contains(out, "solo: given up (-force)") || !strings.Contains(out, "drained") {
+				t.Fatalf("electd drain -force: exit %d:\n%s", code, out)
+			}
+			if c, _ := leading(t, []*cluster.Agent{a}); c[0] != 0 {
+				t.Errorf("node-a still leads after electd drain -force")
+			}
+		})
+	}
+}
