@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,11 +17,11 @@ import (
 // back from a partition does not depose the leader) and etcd's default
 // heartbeat (100 ms) and election timeout (1 s).
 type etcdCluster struct {
-	t     *testing.T
-	h     *hosts
-	dir   string
-	bin   string
-	procs map[int]*teststore.Proc
+	t   *testing.T
+	h   *hosts
+	dir string
+	bin string
+	*members
 }
 
 func newEtcd(t *testing.T, h *hosts) store {
@@ -30,15 +29,10 @@ func newEtcd(t *testing.T, h *hosts) store {
 	if err != nil {
 		t.Skipf("etcd is not installed (scripts/services.sh etcd): %v", err)
 	}
-	e := &etcdCluster{t: t, h: h, dir: t.TempDir(), bin: bin, procs: map[int]*teststore.Proc{}}
+	e := &etcdCluster{t: t, h: h, dir: t.TempDir(), bin: bin, members: newMembers(t, h, "etcd")}
 	for i := 1; i <= h.n; i++ {
 		e.start(i, "new")
 	}
-	t.Cleanup(func() {
-		for _, p := range e.procs {
-			p.Stop()
-		}
-	})
 	if !ec.Until(30*time.Second, 200*time.Millisecond, func() bool { return e.healthy(1) }) {
 		t.Fatalf("etcd cluster not healthy within 30s:\n%s", e.logs())
 	}
@@ -75,14 +69,7 @@ func (e *etcdCluster) start(i int, state string) {
 		"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", state,
 		"--initial-cluster-token", e.h.prefix, "--pre-vote=true",
 		"--logger", "zap", "--log-outputs", "stderr")
-	p, err := teststore.Start(fmt.Sprintf("etcd-m%d", i), e.dir, argv...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if old := e.procs[i]; old != nil {
-		old.Stop()
-	}
-	e.procs[i] = p
+	e.run(i, e.dir, argv...)
 }
 
 // etcdctl runs etcdctl on host from against every member; its stdout.
@@ -127,9 +114,6 @@ func (e *etcdCluster) leader(from int) (int, error) {
 	return 0, fmt.Errorf("no member says it leads: %s", out)
 }
 
-// kill kills host i's member with SIGKILL.
-func (e *etcdCluster) kill(i int) { _ = e.procs[i].Signal(syscall.SIGKILL); <-e.procs[i].Exited() }
-
 // restart starts host i's member again on its data, and waits until every
 // member answers.
 func (e *etcdCluster) restart(i int) {
@@ -146,13 +130,3 @@ func (e *etcdCluster) restart(i int) {
 // every lease its ttl again plus one more election timeout (the lessor's
 // Promote).
 func (e *etcdCluster) electionTime() time.Duration { return 3 * time.Second }
-
-func (e *etcdCluster) logs() string {
-	var b strings.Builder
-	for i := 1; i <= e.h.n; i++ {
-		if p := e.procs[i]; p != nil {
-			fmt.Fprintf(&b, "--- etcd m%d:\n%s\n", i, ec.Tail(p.LogPath, 30))
-		}
-	}
-	return b.String()
-}

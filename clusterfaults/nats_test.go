@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,11 +21,11 @@ const natsBucket = "electd-clusters"
 // faults, is the leader of the bucket's stream (KV_<bucket>), which orders
 // its writes.
 type natsCluster struct {
-	t     *testing.T
-	h     *hosts
-	dir   string
-	bin   string
-	procs map[int]*teststore.Proc
+	t   *testing.T
+	h   *hosts
+	dir string
+	bin string
+	*members
 }
 
 func newNATS(t *testing.T, h *hosts) store {
@@ -34,15 +33,10 @@ func newNATS(t *testing.T, h *hosts) store {
 	if err != nil {
 		t.Skipf("nats-server is not installed (scripts/services.sh nats): %v", err)
 	}
-	n := &natsCluster{t: t, h: h, dir: t.TempDir(), bin: bin, procs: map[int]*teststore.Proc{}}
+	n := &natsCluster{t: t, h: h, dir: t.TempDir(), bin: bin, members: newMembers(t, h, "nats")}
 	for i := 1; i <= h.n; i++ {
 		n.start(i)
 	}
-	t.Cleanup(func() {
-		for _, p := range n.procs {
-			p.Stop()
-		}
-	})
 	if !ec.Until(30*time.Second, 200*time.Millisecond, func() bool { return n.healthy(1) }) {
 		t.Fatalf("NATS cluster not healthy within 30s:\n%s", n.logs())
 	}
@@ -71,14 +65,7 @@ func (n *natsCluster) start(i int) {
 	argv := n.h.in(i, n.bin, "-a", a, "-p", "4222", "-m", "8222", "--server_name", fmt.Sprintf("h%d", i),
 		"-js", "-sd", filepath.Join(n.dir, fmt.Sprintf("h%d", i)),
 		"--cluster_name", "electd", "--cluster", fmt.Sprintf("nats://%s:6222", a), "--routes", strings.Join(routes, ","))
-	p, err := teststore.Start(fmt.Sprintf("nats-h%d", i), n.dir, argv...)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	if old := n.procs[i]; old != nil {
-		old.Stop()
-	}
-	n.procs[i] = p
+	n.run(i, n.dir, argv...)
 }
 
 // get fetches path from host i's monitoring port, asked from host from.
@@ -135,8 +122,6 @@ func (n *natsCluster) leader(from int) (int, error) {
 	return 0, fmt.Errorf("no NATS server answers host %d", from)
 }
 
-func (n *natsCluster) kill(i int) { _ = n.procs[i].Signal(syscall.SIGKILL); <-n.procs[i].Exited() }
-
 func (n *natsCluster) restart(i int) {
 	n.t.Helper()
 	n.start(i)
@@ -149,13 +134,3 @@ func (n *natsCluster) restart(i int) {
 // stream's leader is lost: JetStream's raft waits 4 to 9 s before a
 // follower campaigns (nats-server 2.9).
 func (n *natsCluster) electionTime() time.Duration { return 9 * time.Second }
-
-func (n *natsCluster) logs() string {
-	var b strings.Builder
-	for i := 1; i <= n.h.n; i++ {
-		if p := n.procs[i]; p != nil {
-			fmt.Fprintf(&b, "--- nats h%d:\n%s\n", i, ec.Tail(p.LogPath, 30))
-		}
-	}
-	return b.String()
-}

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,12 +26,12 @@ import (
 // the new primary (a fresh base backup: the old primary, and a standby
 // that had received more than the promoted one, cannot follow it).
 type pgCluster struct {
-	t     *testing.T
-	h     *hosts
-	base  string // owned by the postgres user
-	bin   string // the server's bin directory
-	procs map[int]*teststore.Proc
-	prim  int
+	t    *testing.T
+	h    *hosts
+	base string // owned by the postgres user
+	bin  string // the server's bin directory
+	*members
+	prim int
 }
 
 const pgPort = "5432"
@@ -59,13 +58,8 @@ func newPostgres(t *testing.T, h *hosts) store {
 	if err := os.Chown(base, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	p := &pgCluster{t: t, h: h, base: base, bin: dirs[0], procs: map[int]*teststore.Proc{}, prim: 1}
-	t.Cleanup(func() {
-		for _, pr := range p.procs {
-			pr.Stop()
-		}
-		os.RemoveAll(base)
-	})
+	t.Cleanup(func() { os.RemoveAll(base) }) // after the servers stop (cleanups run last first)
+	p := &pgCluster{t: t, h: h, base: base, bin: dirs[0], members: newMembers(t, h, "postgres"), prim: 1}
 	p.as(1, "initdb", "-D", p.data(1), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
 	hba := fmt.Sprintf("host all all %s.0/24 trust\nhost replication all %s.0/24 trust\n", subnet, subnet)
 	f, err := os.OpenFile(filepath.Join(p.data(1), "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -122,14 +116,7 @@ func (p *pgCluster) start(i int) {
 		"-p", pgPort, "-c", "listen_addresses="+p.h.addr(i), "-c", "unix_socket_directories=",
 		"-c", "wal_level=replica", "-c", "max_wal_senders=5", "-c", "fsync=off",
 		"-c", "shared_buffers=16MB", "-c", "max_connections=60")
-	pr, err := teststore.Start(fmt.Sprintf("postgres-h%d", i), p.base, argv...)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if old := p.procs[i]; old != nil {
-		old.Stop()
-	}
-	p.procs[i] = pr
+	p.run(i, p.base, argv...)
 }
 
 // psql runs q on host i's server, from host from; its output, trimmed.
@@ -166,8 +153,6 @@ func (p *pgCluster) healthy(from int) bool {
 }
 
 func (p *pgCluster) leader(int) (int, error) { return p.prim, nil }
-
-func (p *pgCluster) kill(i int) { _ = p.procs[i].Signal(syscall.SIGKILL); <-p.procs[i].Exited() }
 
 func (p *pgCluster) restart(i int) { p.rejoin(i) }
 
@@ -236,14 +221,4 @@ func (p *pgCluster) hold(i int) {
 func (p *pgCluster) token(i int, job string) string {
 	v, _ := p.psql(i, i, fmt.Sprintf(`SELECT token FROM electd_leases WHERE "key" = '%s'`, job))
 	return v
-}
-
-func (p *pgCluster) logs() string {
-	var b strings.Builder
-	for i := 1; i <= p.h.n; i++ {
-		if pr := p.procs[i]; pr != nil {
-			fmt.Fprintf(&b, "--- postgres h%d:\n%s\n", i, ec.Tail(pr.LogPath, 30))
-		}
-	}
-	return b.String()
 }

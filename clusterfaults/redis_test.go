@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,12 +24,12 @@ var vip = subnet + ".100"
 // the old address's link-layer neighbour (a gratuitous ARP). The other
 // members are made its replicas (a fresh full sync).
 type redisReplicated struct {
-	t     *testing.T
-	h     *hosts
-	dir   string
-	bin   string
-	procs map[int]*teststore.Proc
-	prim  int
+	t   *testing.T
+	h   *hosts
+	dir string
+	bin string
+	*members
+	prim int
 }
 
 func newRedisReplicated(t *testing.T, h *hosts) store {
@@ -38,12 +37,7 @@ func newRedisReplicated(t *testing.T, h *hosts) store {
 	if err != nil {
 		t.Skipf("redis-server is not installed: %v", err)
 	}
-	r := &redisReplicated{t: t, h: h, dir: t.TempDir(), bin: bin, procs: map[int]*teststore.Proc{}, prim: 1}
-	t.Cleanup(func() {
-		for _, p := range r.procs {
-			p.Stop()
-		}
-	})
+	r := &redisReplicated{t: t, h: h, dir: t.TempDir(), bin: bin, members: newMembers(t, h, "redis"), prim: 1}
 	for i := 1; i <= h.n; i++ {
 		r.start(i)
 	}
@@ -68,14 +62,7 @@ func (r *redisReplicated) start(i int) {
 	r.t.Helper()
 	argv := r.h.in(i, r.bin, "--port", redisPort, "--bind", "0.0.0.0", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	p, err := teststore.Start(fmt.Sprintf("redis-h%d", i), r.dir, argv...)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if old := r.procs[i]; old != nil {
-		old.Stop()
-	}
-	r.procs[i] = p
+	r.run(i, r.dir, argv...)
 }
 
 // cli runs redis-cli against addr from host from; its output, trimmed.
@@ -110,8 +97,6 @@ func (r *redisReplicated) healthy(from int) bool {
 }
 
 func (r *redisReplicated) leader(int) (int, error) { return r.prim, nil }
-
-func (r *redisReplicated) kill(i int) { _ = r.procs[i].Signal(syscall.SIGKILL); <-r.procs[i].Exited() }
 
 func (r *redisReplicated) restart(i int) { r.rejoin(i) }
 
@@ -168,16 +153,6 @@ func (r *redisReplicated) hold(i int) {
 func (r *redisReplicated) token(i int, job string) string {
 	out, _ := r.cli(i, r.h.addr(i), "hget", "electd-clusters:lease:"+job, "token")
 	return out
-}
-
-func (r *redisReplicated) logs() string {
-	var b strings.Builder
-	for i := 1; i <= r.h.n; i++ {
-		if p := r.procs[i]; p != nil {
-			fmt.Fprintf(&b, "--- redis h%d:\n%s\n", i, ec.Tail(p.LogPath, 30))
-		}
-	}
-	return b.String()
 }
 
 func exited(p *teststore.Proc) bool {

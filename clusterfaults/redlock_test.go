@@ -1,10 +1,8 @@
 package clusterfaults
 
 import (
-	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +21,11 @@ import (
 //     server is brought back in step by the next term (docs/providers/redis.md);
 //   - isolating a bystander cuts off one server and one candidate.
 type redlockSet struct {
-	t     *testing.T
-	h     *hosts
-	dir   string
-	bin   string
-	procs map[int]*teststore.Proc
+	t   *testing.T
+	h   *hosts
+	dir string
+	bin string
+	*members
 }
 
 const redisPort = "6379"
@@ -37,15 +35,10 @@ func newRedlock(t *testing.T, h *hosts) store {
 	if err != nil {
 		t.Skipf("redis-server is not installed: %v", err)
 	}
-	r := &redlockSet{t: t, h: h, dir: t.TempDir(), bin: bin, procs: map[int]*teststore.Proc{}}
+	r := &redlockSet{t: t, h: h, dir: t.TempDir(), bin: bin, members: newMembers(t, h, "redis")}
 	for i := 1; i <= h.n; i++ {
 		r.start(i)
 	}
-	t.Cleanup(func() {
-		for _, p := range r.procs {
-			p.Stop()
-		}
-	})
 	if !ec.Until(30*time.Second, 200*time.Millisecond, func() bool { return r.healthy(1) }) {
 		t.Fatalf("redis-servers not answering within 30s:\n%s", r.logs())
 	}
@@ -66,14 +59,7 @@ func (r *redlockSet) start(i int) {
 	r.t.Helper()
 	argv := r.h.in(i, r.bin, "--port", redisPort, "--bind", r.h.addr(i), "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	p, err := teststore.Start(fmt.Sprintf("redis-h%d", i), r.dir, argv...)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if old := r.procs[i]; old != nil {
-		old.Stop()
-	}
-	r.procs[i] = p
+	r.run(i, r.dir, argv...)
 }
 
 // ping says whether host i's server answers host from.
@@ -95,8 +81,6 @@ func (r *redlockSet) healthy(from int) bool {
 // leader is the server on the asking host (see redlockSet).
 func (r *redlockSet) leader(from int) (int, error) { return from, nil }
 
-func (r *redlockSet) kill(i int) { _ = r.procs[i].Signal(syscall.SIGKILL); <-r.procs[i].Exited() }
-
 // restart starts host i's server again, empty.
 func (r *redlockSet) restart(i int) {
 	r.t.Helper()
@@ -112,13 +96,3 @@ func (r *redlockSet) restart(i int) {
 // heal can beat): a new leader within ttl + 2 s, the suite's target for a
 // leader cut off.
 func (r *redlockSet) electionTime() time.Duration { return 2 * time.Second }
-
-func (r *redlockSet) logs() string {
-	var b strings.Builder
-	for i := 1; i <= r.h.n; i++ {
-		if p := r.procs[i]; p != nil {
-			fmt.Fprintf(&b, "--- redis h%d:\n%s\n", i, ec.Tail(p.LogPath, 30))
-		}
-	}
-	return b.String()
-}

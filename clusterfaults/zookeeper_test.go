@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,11 +24,11 @@ const (
 
 // zkCluster is a ZooKeeper 3.8 ensemble, one server per host.
 type zkCluster struct {
-	t     *testing.T
-	h     *hosts
-	dir   string
-	java  string
-	procs map[int]*teststore.Proc
+	t    *testing.T
+	h    *hosts
+	dir  string
+	java string
+	*members
 }
 
 func newZooKeeper(t *testing.T, h *hosts) store {
@@ -40,15 +39,10 @@ func newZooKeeper(t *testing.T, h *hosts) store {
 	if _, err := os.Stat(teststore.ZooKeeperJar); err != nil {
 		t.Skipf("ZooKeeper is not installed (scripts/services.sh zookeeper): %v", err)
 	}
-	z := &zkCluster{t: t, h: h, dir: t.TempDir(), java: java, procs: map[int]*teststore.Proc{}}
+	z := &zkCluster{t: t, h: h, dir: t.TempDir(), java: java, members: newMembers(t, h, "zookeeper")}
 	for i := 1; i <= h.n; i++ {
 		z.start(i)
 	}
-	t.Cleanup(func() {
-		for _, p := range z.procs {
-			p.Stop()
-		}
-	})
 	if !ec.Until(90*time.Second, 300*time.Millisecond, func() bool { return z.healthy(1) }) {
 		t.Fatalf("ZooKeeper ensemble not serving within 90s:\n%s", z.logs())
 	}
@@ -99,14 +93,7 @@ func (z *zkCluster) start(i int) {
 	argv := z.h.in(i, z.java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-cp", teststore.ZooKeeperJar+":/usr/share/java/slf4j-simple.jar",
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", path)
-	p, err := teststore.Start(fmt.Sprintf("zookeeper-h%d", i), dir, argv...)
-	if err != nil {
-		z.t.Fatal(err)
-	}
-	if old := z.procs[i]; old != nil {
-		old.Stop()
-	}
-	z.procs[i] = p
+	z.run(i, dir, argv...)
 }
 
 // srvr is the answer of host i's server to the srvr command, asked from
@@ -136,8 +123,6 @@ func (z *zkCluster) leader(from int) (int, error) {
 	return 0, fmt.Errorf("no ZooKeeper server says it leads")
 }
 
-func (z *zkCluster) kill(i int) { _ = z.procs[i].Signal(syscall.SIGKILL); <-z.procs[i].Exited() }
-
 func (z *zkCluster) restart(i int) {
 	z.t.Helper()
 	z.start(i)
@@ -151,13 +136,3 @@ func (z *zkCluster) restart(i int) {
 // and elect a new leader, which then waits for a quorum to sync; sessions
 // are restarted by the new leader.
 func (z *zkCluster) electionTime() time.Duration { return 4 * time.Second }
-
-func (z *zkCluster) logs() string {
-	var b strings.Builder
-	for i := 1; i <= z.h.n; i++ {
-		if p := z.procs[i]; p != nil {
-			fmt.Fprintf(&b, "--- zookeeper h%d:\n%s\n", i, ec.Tail(p.LogPath, 30))
-		}
-	}
-	return b.String()
-}
