@@ -163,7 +163,7 @@ func (p *Provider) judgeHeld(ctx context.Context, cli *clientv3.Client, states [
 			if len(asked) >= heldSessionsAsked {
 				continue
 			}
-			v.left, v.alive, v.err = p.timeLeft(ctx, cli, id)
+			v.left, v.alive, v.err = p.timeLeft(ctx, cli, id, true)
 			asked[id] = v
 		}
 		var h *providers.HeldError

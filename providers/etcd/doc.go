@@ -35,7 +35,10 @@
 // expired-lease sweep runs every 500 ms, and a new etcd leader (or a restarted
 // single member) gives every lease its full ttl again. A candidate whose
 // reads of LeaseTimeToLive prove the holder's lease expired (expired.go)
-// revokes it, as the sweep would a little later.
+// revokes it, as the sweep would a little later; while a candidate waits
+// for a lease that may be in its last second, a prober goroutine per etcd
+// lease reads it every 10 ms, so the proof comes within 10 ms (and a 20 ms
+// margin) of the lease's end.
 //
 // Sessions (session.go): the lease keys of all the terms a Provider holds
 // with one ttl are attached to one etcd lease, its session for that ttl, as
@@ -110,9 +113,9 @@
 // through a SIGKILL and restart), TestEtcd/ExpiryNotEarly, TestAcquireAfterSeenRelease
 // (one transaction, no read or grant, counted on etcd's /metrics),
 // TestEtcd/NotifyCompacted, TestChain (the cases of the expiry proof),
-// TestCrashTakeover, TestLiveLeaseNotRevoked and
+// TestCrashTakeover, TestProbeRevokes, TestLiveLeaseNotRevoked and
 // TestLiveLeaseOftenRenewedNotRevoked (go test -count=1 -run
-// 'TestCrashTakeover|TestLiveLease|TestChain' -v ./providers/etcd/),
+// 'TestCrashTakeover|TestProbeRevokes|TestLiveLease|TestChain' -v ./providers/etcd/),
 // TestAcquireReleaseManyRequests, TestRenewManyRequests and
 // TestRenewManyLowMaxTxnOps.
 package etcd

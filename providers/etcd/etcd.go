@@ -57,7 +57,8 @@ type Provider struct {
 	fmu   sync.Mutex
 	freed map[string]freedKey // job keys the Notify watch saw released (freed.go)
 
-	chains ttlChains // reads of other holders' leases, to prove them expired (expired.go)
+	chains ttlChains   // reads of other holders' leases, to prove them expired (expired.go)
+	probes leaseProbes // the leases a prober reads (expired.go)
 
 	hmu   sync.Mutex
 	held  map[string]held          // the terms this provider wrote, by key (held.go)

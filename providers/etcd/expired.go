@@ -42,7 +42,9 @@ import (
 //
 // Candidates poll at retry_every (or when HeldError.Remaining says), so the
 // run is made of the reads Acquire and AcquireMany make anyway; Remaining
-// is cut to the point where the run would prove the expiry.
+// is cut to the point where the run would prove the expiry. A prober
+// (probe) adds reads of its own while a candidate waits for a lease in its
+// last second, so the run starts within probeEvery of it.
 
 // chainMargin covers the difference in rate between this host's clock and
 // the etcd leader's over a chain (a few seconds at most) and the time
@@ -89,22 +91,33 @@ func (c *ttlChains) observe(id clientv3.LeaseID, sent, answered time.Time, ttl, 
 		return false, time.Time{}
 	}
 	ch, ok := c.m[id]
-	if ok && answered.Sub(ch.lastSent) < ch.gap {
+	switch {
+	case answered.Sub(sent) >= gap || (ok && sent.Before(ch.lastSent)):
+		// A read that took longer than a renewal stays unseen, or one
+		// sent before the run's newest read and answered after it (the
+		// reads of a prober and of candidates overlap): where etcd
+		// answered it within the run is unknown, so it is left out. The
+		// rule holds for the reads it uses: leaving one out only makes a
+		// proof later.
+		if !ok {
+			return false, time.Time{}
+		}
+	case ok && answered.Sub(ch.lastSent) < ch.gap:
 		// No renewal could hide between the two reads: the run goes on.
 		if !sent.Before(ch.deadline.Add(chainMargin)) {
 			delete(c.m, id)
 			return true, time.Time{}
 		}
-	} else {
+		ch.lastSent = sent
+	default:
 		// The first read of a run, or one too far from the last.
-		ch = &ttlChain{deadline: answered.Add(time.Second), gap: gap}
+		ch = &ttlChain{deadline: answered.Add(time.Second), gap: gap, lastSent: sent}
 		c.m[id] = ch
 	}
-	ch.lastSent = sent
 	c.prune(answered)
 	next = ch.deadline.Add(chainMargin)
-	if next.Sub(sent) > ch.gap*4/5 {
-		next = sent.Add(ch.gap / 2) // a read halfway keeps the run going
+	if next.Sub(ch.lastSent) > ch.gap*4/5 {
+		next = ch.lastSent.Add(ch.gap / 2) // a read halfway keeps the run going
 	}
 	return false, next
 }
@@ -135,29 +148,142 @@ func (c *ttlChains) prune(now time.Time) {
 // than etcd's own, or less when a read sooner may prove the lease expired
 // (ttlChain). alive is false, and left 0, when the
 // lease is gone: expired and revoked by etcd since the key was read, or
-// proven expired by the reads of its chain and revoked here.
-func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (left time.Duration, alive bool, err error) {
+// proven expired by the reads of its chain and revoked here. A candidate's
+// (probe true) lease that may be in its last second gets a prober besides.
+func (p *Provider) timeLeft(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, probe bool) (left time.Duration, alive bool, err error) {
+	a, err := p.askTTL(ctx, cli, id)
+	if err != nil || !a.alive {
+		return 0, false, err
+	}
+	left = time.Duration(a.ttl+1) * time.Second
+	if !a.next.IsZero() {
+		left = min(left, max(a.next.Sub(a.answered), time.Millisecond))
+	}
+	if probe && a.ttl <= 1 && a.granted >= 2 {
+		p.probe(cli, id)
+	}
+	return left, true, nil
+}
+
+// ttlAnswer is one read of a lease's time to live, added to its chain.
+type ttlAnswer struct {
+	alive    bool      // false: the lease is gone (or was proven expired and revoked)
+	ttl      int64     // etcd's TTL, whole seconds
+	granted  int64     // the lease's granted ttl
+	answered time.Time // when the answer came
+	next     time.Time // from observe: when to read next (zero: no advice)
+}
+
+// askTTL reads lease id's time to live, adds the read to its chain, and
+// revokes the lease when the chain proves it expired.
+func (p *Provider) askTTL(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (ttlAnswer, error) {
 	sent := time.Now()
 	resp, err := cli.TimeToLive(ctx, id)
 	answered := time.Now()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL < 0) {
 		p.chains.forget(id)
-		return 0, false, nil
+		return ttlAnswer{}, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("lease time to live: %w", err)
+		return ttlAnswer{}, fmt.Errorf("lease time to live: %w", err)
 	}
-	left = time.Duration(resp.TTL+1) * time.Second
 	expired, next := p.chains.observe(id, sent, answered, resp.TTL, resp.GrantedTTL)
 	if expired {
 		if _, err := cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, false, fmt.Errorf("revoke expired lease: %w", err)
+			return ttlAnswer{}, fmt.Errorf("revoke expired lease: %w", err)
 		}
 		p.log.Debug("revoked an expired lease", "lease", fmt.Sprintf("%x", int64(id)), "ttl_read", resp.TTL)
-		return 0, false, nil
+		return ttlAnswer{}, nil
 	}
-	if !next.IsZero() {
-		left = min(left, max(next.Sub(answered), time.Millisecond))
+	return ttlAnswer{alive: true, ttl: resp.TTL, granted: resp.GrantedTTL, answered: answered, next: next}, nil
+}
+
+// A candidate's own reads come at retry_every, or every nearEnd while the
+// lease answers TTL 1, so the first read that answers 0 comes up to nearEnd
+// after the lease enters its last second, and the proof a second after that
+// read. A prober narrows it: while a candidate of this provider waits for a
+// lease that may be in its last second (it answered TTL 1 or 0), one
+// goroutine per lease reads it every probeEvery and, once the answers are
+// 0, at the instants the chain asks for, and revokes it as soon as the
+// chain proves it expired, by the same rule. A Notify subscription hears
+// the deletion at once. It costs etcd a LeaseTimeToLive every probeEvery
+// per lease waited for in its last second (one lease per holding agent and
+// ttl), not per job; with a 2 s ttl, whose live leases always answer 1,
+// that is for as long as a candidate waits.
+const (
+	probeEvery = 10 * time.Millisecond
+	// probeIdle ends a prober when no candidate of this provider asked
+	// about its lease for this long (it took the job, or gave up).
+	probeIdle = 2 * time.Second
+)
+
+// leaseProbes holds the leases that have a prober running, with the last
+// time a candidate asked about each.
+type leaseProbes struct {
+	mu    sync.Mutex
+	asked map[clientv3.LeaseID]time.Time
+}
+
+// probe notes that a candidate asked about lease id, and starts its prober
+// unless it runs.
+func (p *Provider) probe(cli *clientv3.Client, id clientv3.LeaseID) {
+	p.probes.mu.Lock()
+	defer p.probes.mu.Unlock()
+	if p.probes.asked == nil {
+		p.probes.asked = make(map[clientv3.LeaseID]time.Time)
 	}
-	return left, true, nil
+	_, running := p.probes.asked[id]
+	p.probes.asked[id] = time.Now()
+	if !running {
+		go p.runProbe(cli, id)
+	}
+}
+
+// probeWanted reports whether a candidate asked about lease id lately; when
+// none did, the prober is removed (a later ask starts another).
+func (p *Provider) probeWanted(id clientv3.LeaseID) bool {
+	p.probes.mu.Lock()
+	defer p.probes.mu.Unlock()
+	if time.Since(p.probes.asked[id]) < probeIdle {
+		return true
+	}
+	delete(p.probes.asked, id)
+	return false
+}
+
+// runProbe reads lease id until it is gone (by etcd, by another candidate,
+// or revoked here once proven expired), renewed out of its last second
+// (TTL 2 or more), unwanted, unreadable, or the provider is closed.
+func (p *Provider) runProbe(cli *clientv3.Client, id clientv3.LeaseID) {
+	wanted := true
+	defer func() {
+		if wanted {
+			p.probes.mu.Lock()
+			delete(p.probes.asked, id)
+			p.probes.mu.Unlock()
+		}
+	}()
+	t := time.NewTimer(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+		if wanted = p.probeWanted(id); !wanted {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
+		a, err := p.askTTL(ctx, cli, id)
+		cancel()
+		if err != nil || !a.alive || a.ttl > 1 {
+			return
+		}
+		wait := probeEvery
+		if a.ttl == 0 && !a.next.IsZero() {
+			wait = max(time.Until(a.next), 0)
+		}
+		t.Reset(wait)
+	}
 }

@@ -185,6 +185,8 @@ func TestChain(t *testing.T) {
 		{"TTL 1 reads bound nothing: a renewal after them is unseen", 2, []read{{0, 5, 1}, {600, 605, 1}, {1200, 1205, 1}, {1800, 1805, 1}, {2100, 2105, 0}}, false},
 		{"from TTL 1 down, a second of zeros", 2, []read{{0, 5, 1}, {600, 605, 0}, {1200, 1205, 0}, {1630, 1635, 0}}, true},
 		{"a 10 s lease read rarely", 10, []read{{0, 5, 3}, {3000, 3005, 0}, {4030, 4035, 0}}, true},
+		{"a read sent before the run's newest and answered after it is left out", 2, []read{{0, 5, 0}, {900, 905, 0}, {100, 950, 0}, {1090, 1095, 0}}, true},
+		{"a read that took longer than a renewal stays unseen is left out", 2, []read{{0, 1000, 0}, {10, 20, 0}, {900, 905, 0}, {1800, 1805, 0}}, true},
 		{"granted 1 s: no renewal can be excluded", 1, []read{{0, 5, 0}, {200, 205, 0}, {1100, 1105, 0}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,5 +202,65 @@ func TestChain(t *testing.T) {
 				t.Fatalf("expired = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestProbeRevokes: a candidate asks about a crashed holder's 2 s lease
+// twice (refused), then only listens (Notify), as an agent does between
+// its attempts; its prober proves the lease expired and revokes it, and the
+// deletion is heard soon after the lease's end instead of at etcd's sweep
+// (every 500 ms) or at the candidate's next read.
+//
+//	go test -count=1 -run TestProbeRevokes -v ./providers/etcd/
+func TestProbeRevokes(t *testing.T) {
+	t.Parallel()
+	endpoint, _ := teststore.StartEtcd(t)
+	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	cand := open(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heard := make(chan string, 16)
+	if err := cand.Notify(ctx, func(key string) { heard <- key }); err != nil {
+		t.Fatal(err)
+	}
+	const ttl, rounds = 2 * time.Second, 4
+	before := scrape(t, endpoint)
+	var late []time.Duration
+	for round := range rounds {
+		key := fmt.Sprintf("job-%d", round)
+		holder := open(t, s) // a process of its own, as a crashed agent was
+		if _, err := holder.Acquire(ctx, key, "a", ttl); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now().Add(ttl) // the latest the lease can end (see TestCrashTakeover)
+		if k := <-heard; k != key {
+			t.Fatalf("heard %q, want the acquire of %q", k, key)
+		}
+		for range 2 {
+			if _, err := cand.Acquire(ctx, key, "b", ttl); !errors.Is(err, providers.ErrHeld) {
+				t.Fatalf("candidate's Acquire of the live lease: %v", err)
+			}
+			time.Sleep(time.Second)
+		}
+		select {
+		case k := <-heard:
+			if k != key {
+				t.Fatalf("heard %q, want the deletion of %q", k, key)
+			}
+			late = append(late, time.Since(end))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the deletion of %q was not heard", key)
+		}
+	}
+	d := scrape(t, endpoint).sub(before)
+	slices.Sort(late)
+	t.Logf("deletion heard after the end of the lease, %d crashes: %v (LeaseRevoke %d)", rounds, late, d.started["LeaseRevoke"])
+	// etcd's sweep (every 500 ms) deletes it a median 250 ms late; it can
+	// beat the prober only when it happens to run just then.
+	if d.started["LeaseRevoke"] < rounds/2 {
+		t.Errorf("the prober revoked %d of %d expired leases, want most", d.started["LeaseRevoke"], rounds)
+	}
+	if med := late[len(late)/2]; med > 150*time.Millisecond {
+		t.Errorf("median deletion %s after the lease's end, want within 150 ms", med)
 	}
 }

@@ -58,7 +58,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 		}
 		if st.held && st.hold.Holder != holder {
 			p.ready(cli, secs)
-			left, alive, err := p.timeLeft(ctx, cli, st.leaseID)
+			left, alive, err := p.timeLeft(ctx, cli, st.leaseID, true)
 			if err != nil {
 				return providers.Lease{}, err
 			}
@@ -292,6 +292,6 @@ func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, er
 // host's clock (see timeLeft). alive is false when the lease is gone
 // (expired or revoked since the key was read).
 func (p *Provider) expiry(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (exp time.Time, alive bool, err error) {
-	left, alive, err := p.timeLeft(ctx, cli, id)
+	left, alive, err := p.timeLeft(ctx, cli, id, false)
 	return time.Now().Add(left), alive, err
 }
