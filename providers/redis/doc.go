@@ -49,7 +49,8 @@
 //	| `TestSingle`, `TestRedlock` | the conformance suite (`providertest.Run`) on one server and on three: exclusivity, 50 races of 20 clients with one winner, tokens, renew/release verdicts, expiry by the server's clock, Value, ctx, store down, Notify |
 //	| `TestRedlockOneDown` | one of three killed: acquire, renew, refuse another, observe, `Notify`, release (heard), hand over with the next token and the value |
 //	| `TestRedlockTwoDown` | two of three killed: Renew, Release, Acquire, Observe, `Notify` all return store errors |
-//	| `TestRedlockHung`, `TestSingleHung` | SIGSTOPped servers: calls end after ttl/5 (measured 400 ms for a 2 s ttl); a cancelled ctx returns at once |
+//	| `TestRedlockHung`, `TestSingleHung` | SIGSTOPped servers: one of three hung costs a Renew or an Observe of a held term nothing (about 1 ms); a call a quorum cannot answer, or to the one server, ends after ttl/5 (400 ms for a 2 s ttl); a cancelled ctx returns at once |
+//	| `TestRedlockMissedServerJoins`, `TestRedlockJoinNeedsTheTerm` | a server that missed a term joins it at a renewal, or at once when the term is on one server only; never a term that does not exist or was released |
 //	| `TestRedlockServerLostData` | a server restarted empty, then another down: tokens keep growing (4, then 6, 7 after 3) |
 //	| `TestServerRestart` | SIGKILL and restart of one server: without persistence tokens restart at 1; with `appendfsync always` the term, token and value survive |
 //	| `TestACL` | every operation, the batches and `Notify` included, as the least-privileged ACL user above, on `db = 2`; a wrong password fails |

@@ -117,8 +117,9 @@ func TestRedlockTwoDown(t *testing.T) {
 }
 
 // TestRedlockHung: a server that hangs (SIGSTOP: its connections stay open
-// and silent) costs each operation one per-server timeout, a fifth of the
-// ttl, and the quorum of the other two carries on.
+// and silent, as on a silent partition) costs a renewal, or an Observe of a
+// held term, nothing once the other two have answered; with two hung, a
+// renewal fails after one per-server timeout, a fifth of the ttl.
 func TestRedlockHung(t *testing.T) {
 	t.Parallel()
 	addrs, procs := servers(t, 3)
@@ -140,9 +141,16 @@ func TestRedlockHung(t *testing.T) {
 		t.Fatalf("Renew with one server hung: %v", err)
 	}
 	if d := time.Since(start); d > ttl/2 {
-		t.Fatalf("Renew with one server hung took %s, want about ttl/5 = %s", d, ttl/5)
+		t.Fatalf("Renew with one server hung took %s, want no wait for it", d)
 	} else {
 		t.Logf("Renew with one server hung: %s", d)
+	}
+	// Observe gives each server up to 3 s: one bounded by 1 s succeeds only
+	// if it does not wait for the hung server.
+	octx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := a.Observe(octx, "job"); err != nil {
+		t.Fatalf("Observe with one server hung, bounded by 1s: %v", err)
 	}
 	if err := procs[2].Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -306,36 +314,5 @@ func TestRedlockJoinNeedsTheTerm(t *testing.T) {
 	}
 	if got, err := a.Observe(ctx, "job"); err != nil || got.Holder != "" {
 		t.Fatalf("Observe after the released term's renewal = %+v, %v; want free", got, err)
-	}
-}
-
-// TestRedlockHangingServer: one server that stops answering (SIGSTOP: its
-// connections stay open, as on a silent partition) costs a renewal
-// nothing once the other two have answered: it does not wait for the
-// server's timeout.
-func TestRedlockHangingServer(t *testing.T) {
-	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
-	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := procs[1].Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = procs[1].Signal(syscall.SIGCONT) })
-	// The server timeout at ttl 10 s is 2 s; a renewal bounded by half of
-	// that succeeds only if it does not wait for the stopped server.
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if _, err := a.Renew(rctx, l); err != nil {
-		t.Fatalf("Renew with one server hanging, bounded by 1s: %v", err)
-	}
-	if _, err := a.Observe(rctx, "job"); err != nil {
-		t.Fatalf("Observe with one server hanging, bounded by 1s: %v", err)
 	}
 }
