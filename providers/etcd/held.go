@@ -22,6 +22,15 @@ type held struct {
 // remember records a term this provider wrote: acquired, renewed after a
 // read, or moved to a session.
 func (p *Provider) remember(l providers.Lease, secs int64, id clientv3.LeaseID) {
+	// An Acquire whose write had an unknown outcome was abandoned, to be
+	// released by a sweep. A term won on the key since is the key's now: its
+	// token is the abandoned one's when that write did not land (the retry
+	// read the same record), and the sweep would release this live term.
+	p.smu.Lock()
+	if a, ok := p.abandoned[l.Key]; ok && a.Holder == l.Holder && a.Token <= l.Token {
+		delete(p.abandoned, l.Key)
+	}
+	p.smu.Unlock()
 	p.hmu.Lock()
 	defer p.hmu.Unlock()
 	if p.held == nil {
