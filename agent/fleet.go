@@ -226,9 +226,14 @@ type record struct {
 	Held     string            `json:"h,omitempty"` // of those, the ones it holds off now: a holdSet, base64
 	Tags     map[string]string `json:"t,omitempty"`
 	Wants    []string          `json:"w,omitempty"` // jobs it is preferred for and ready to lead
+	Seq      uint64            `json:"s,omitempty"` // counts its writes: a record that stops changing is an agent gone silent
+	Under    string            `json:"u,omitempty"` // the agents it sees under their share: an underSet, base64; only from a balancing agent
 	holder   string
-	can      *canSet  // Can, decoded; nil from an agent that does not publish it
-	held     *holdSet // Held, decoded; nil when it holds off none
+	can      *canSet   // Can, decoded; nil from an agent that does not publish it
+	held     *holdSet  // Held, decoded; nil when it holds off none
+	under    *underSet // Under, decoded; nil from an agent that does not balance (or is older)
+	id       canBits   // the holder's bits in an underSet
+	heard    bool      // changed since the view before (or has no Seq)
 }
 
 // canSet is the set of jobs an agent can lead on a store, as a Bloom
@@ -246,10 +251,18 @@ type canSet [canBytes]byte
 // holdSet is a canSet's smaller sibling: few jobs are held off at once.
 type holdSet [holdBytes]byte
 
+// underSet holds the agents (by holder) that a balancing agent sees under
+// their share. An agent hands a job to one under its share only once every
+// other balancing agent says it sees that one under too: they then defer
+// to it for the job rather than take it themselves (deferral), however late
+// their own views come.
+type underSet [underBytes]byte
+
 const (
-	canBytes  = 80 // 640 bits, 107 characters of base64
-	holdBytes = 24 // 192 bits, 32 characters
-	canHashes = 3
+	canBytes   = 80 // 640 bits, 107 characters of base64
+	holdBytes  = 24 // 192 bits, 32 characters
+	underBytes = 8  // 64 bits, 11 characters: few agents are under at once
+	canHashes  = 3
 )
 
 // canBits are a job's bits in a canSet, from its name.
@@ -353,21 +366,23 @@ type members struct {
 	quitOnce sync.Once
 
 	// Owned by the goroutine.
-	slot  int // -1 until one is held
-	lease providers.Lease
-	span  int  // slots read: a few beyond the highest seen alive
-	full  bool // every slot was taken at the last try (logged once)
+	slot   int // -1 until one is held
+	lease  providers.Lease
+	span   int    // slots read: a few beyond the highest seen alive
+	full   bool   // every slot was taken at the last try (logged once)
+	writes uint64 // records written: the record's Seq
 
 	// Owned by the loop.
-	view        []record        // the other live agents
-	wanted      map[string]bool // jobs a live preferred agent is ready to lead
-	target      int             // this agent's share of the provider's jobs
-	othersUnder bool            // some other agent leads fewer than its share
-	under       []record        // the other agents under their share
-	ready       []record        // of those, the ones seen under in two views in a row
-	underSince  map[string]int  // by holder: the view it was first seen under in
-	seq         int             // views taken
-	moved       int             // handovers since the view was read
+	view        []record         // the other live agents
+	heard       map[string]heard // by holder: when its record last changed
+	wanted      map[string]bool  // jobs a live preferred agent is ready to lead
+	target      int              // this agent's share of the provider's jobs
+	othersUnder bool             // some other agent leads fewer than its share
+	under       []record         // the other agents under their share
+	ready       []record         // of those, the ones seen under in two views in a row
+	underSince  map[string]int   // by holder: the view it was first seen under in
+	seq         int              // views taken
+	moved       int              // handovers since the view was read
 	lastMove    time.Time
 	moveTimer   *timer
 	drainViews  int                // views taken since the drain began
@@ -399,6 +414,8 @@ func (m *members) run() {
 		var rec record
 		select {
 		case rec = <-reply:
+			m.writes++
+			rec.Seq = m.writes
 		case <-ctx.Done():
 			m.leave()
 			return
@@ -496,7 +513,7 @@ func (m *members) read(ctx context.Context) []record {
 		if json.Unmarshal([]byte(lease.Value), &rec) != nil {
 			continue
 		}
-		rec.holder = lease.Holder
+		rec.holder, rec.id = lease.Holder, canBitsOf(lease.Holder)
 		if rec.Can != "" {
 			rec.can = new(canSet)
 			if !decodeBloom(rec.Can, rec.can[:]) {
@@ -507,6 +524,12 @@ func (m *members) read(ctx context.Context) []record {
 			rec.held = new(holdSet)
 			if !decodeBloom(rec.Held, rec.held[:]) {
 				rec.held = nil
+			}
+		}
+		if rec.Under != "" {
+			rec.under = new(underSet)
+			if !decodeBloom(rec.Under, rec.under[:]) {
+				rec.under = nil
 			}
 		}
 		out = append(out, rec)
@@ -596,6 +619,13 @@ func (m *members) own() record {
 	if anyHeld {
 		rec.Held = encodeBloom(held[:])
 	}
+	if l.fleet.balance && !rec.Draining {
+		var under underSet // published even when empty: it says this agent takes part
+		for _, r := range m.under {
+			bloomAdd(under[:], r.id)
+		}
+		rec.Under = encodeBloom(under[:])
+	}
 	now := time.Now()
 	for _, j := range l.placement().prefer {
 		if j.phase == leading || j.phase == stopping || j.unfit() != "" ||
@@ -615,10 +645,38 @@ func (m *members) own() record {
 	return rec
 }
 
+// heard is when an agent's record last changed: its Seq, and the view
+// that first read it.
+type heard struct {
+	seq  uint64
+	view int
+}
+
+// silentViews is how many views in a row an agent's record may stay the
+// same (it is written every memberEvery) before the agent counts as gone:
+// killed, stopped or cut off from the store, though its lease lives on until
+// the store expires it. A silent agent takes no share and is handed nothing.
+const silentViews = 2
+
 // update takes a fresh view of the other agents, on the loop.
 func (m *members) update(view []record) {
-	m.view, m.moved = view, 0
 	m.seq++
+	live := view[:0]
+	heardNow := make(map[string]heard, len(view))
+	for _, r := range view {
+		h, ok := m.heard[r.holder]
+		if !ok || h.seq != r.Seq {
+			h = heard{seq: r.Seq, view: m.seq}
+		}
+		heardNow[r.holder] = h
+		if r.Seq != 0 && m.seq-h.view >= silentViews {
+			continue // an older agent (no Seq) counts as long as its lease lives
+		}
+		r.heard = r.Seq == 0 || h.view == m.seq
+		live = append(live, r)
+	}
+	m.heard = heardNow
+	m.view, m.moved = live, 0
 	m.l.fleet.views.Add(1)
 	clear(m.wanted)
 	for _, r := range view {
@@ -731,10 +789,9 @@ func (m *members) rebalance() {
 			}
 			since[h] = first
 			m.under = append(m.under, peers[i])
-			// Handed a job only once under in two views: by then the
-			// other agents have read its record too, and defer to it
-			// rather than take what this one gives.
-			if m.seq > first {
+			// Handed a job only once under in two views, and heard
+			// from since the view before.
+			if m.seq > first && peers[i].heard {
 				m.ready = append(m.ready, peers[i])
 			}
 		case d > 0:
@@ -782,11 +839,13 @@ func (m *members) rebalance() {
 		return
 	}
 	// Only a job that an agent under its share can lead now moves: one
-	// that no other agent can take stays here.
+	// that no other agent can take stays here. And only once every other
+	// balancing agent that could take the job sees that agent under too:
+	// they defer to it then, rather than take the job themselves.
 	var pick *job
 	for _, j := range l.jobs {
 		if j.phase != leading || j.spec.Mode == config.ModeLock || len(j.spec.Prefer) > 0 ||
-			!slices.ContainsFunc(m.ready, func(r record) bool { return r.canLead(j) }) {
+			!slices.ContainsFunc(m.ready, func(r record) bool { return r.canLead(j) && m.seenUnder(r, j) }) {
 			continue
 		}
 		if pick == nil || moveCost(j) < moveCost(pick) ||
@@ -837,6 +896,20 @@ func (m *members) drainSome() {
 			moved++
 		}
 	}
+}
+
+// seenUnder says whether every other balancing agent that could take j
+// sees r under its share (by the record it last wrote).
+func (m *members) seenUnder(r record, j *job) bool {
+	for _, p := range m.view {
+		if p.holder == r.holder || p.under == nil || !p.counts(j) {
+			continue
+		}
+		if !bloomHas(p.under[:], r.id) {
+			return false
+		}
+	}
+	return true
 }
 
 // underCanLead says whether an agent under its share can lead j now.
