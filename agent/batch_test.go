@@ -37,7 +37,7 @@ func (c *countingBatch) ReleaseMany(ctx context.Context, ls []providers.Lease) [
 }
 
 // jobLeases counts the items of a batch that are jobs' leases: the agent's
-// membership record (fleet.go) is not one.
+// membership record (members.go) is not one.
 func jobLeases[T any](items []T, key func(T) string) int {
 	n := 0
 	for _, it := range items {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/timing"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -50,7 +51,7 @@ type job struct {
 	lastLeader string
 	clash      *clash
 
-	bits canBits // its bits in a membership record's canSet (fleet.go)
+	bits canBits // its bits in a membership record's canSet (members.go)
 
 	// The highest token seen for the job, and the last one reported below
 	// it (mark.go).
@@ -219,3 +220,21 @@ func (l jobLog) Error(msg string, args ...any)  { l.Logger.Error(msg, l.args(arg
 func (l jobLog) ImpliedArgs() []any             { return l.args(l.Logger.ImpliedArgs()) }
 func (l jobLog) With(args ...any) hclog.Logger  { return jobLog{l.Logger.With(args...), l.job} }
 func (l jobLog) Named(name string) hclog.Logger { return jobLog{l.Logger.Named(name), l.job} }
+
+// retime follows a reload that changed the job's stop_timeout in place:
+// the step-down point moves, and the next renewal with it.
+func (t *term) retime() {
+	j := t.j
+	t.stopBy = timing.StopBy(t.sent, j.spec.TTL, j.spec.StopTimeout())
+	if t.renewing {
+		j.l.cancel(t.timer)
+		t.timer = j.l.at(t.stopBy, func() {
+			t.timer = nil
+			t.pastDeadline()
+		})
+		return
+	}
+	if !t.pastDeadline() {
+		t.scheduleRenewal()
+	}
+}

@@ -301,3 +301,12 @@ func (j *job) triggerNotified() {
 		j.term.work.checkTrigger()
 	}
 }
+
+// value is what the lease carries at its next renewal: a task's record as
+// its work keeps it, else the value it has.
+func (t *term) value() string {
+	if w := t.work; w != nil && t.j.spec.Task != nil {
+		return w.rec.String()
+	}
+	return t.lease.Value
+}

@@ -49,39 +49,9 @@ type renewal struct {
 	then  func(error)
 }
 
-// attemptShare is how many attempts a renewal may make in the window before
-// the step-down point: one request gets that share of it.
-const attemptShare = 5
-
 // newTerm is a term whose Acquire was sent at sent.
 func newTerm(sent time.Time, ttl, stopTimeout time.Duration) *term {
 	return &term{sent: sent, stopBy: timing.StopBy(sent, ttl, stopTimeout)}
-}
-
-// nextRenew is when the next renewal is sent: renewEvery after the last
-// success, or retryEvery after a failure; never after stopBy, and never in
-// the past.
-func (t *term) nextRenew(now time.Time, failed bool, renewEvery, retryEvery time.Duration) time.Time {
-	next := t.sent.Add(renewEvery)
-	if failed {
-		next = now.Add(retryEvery)
-	}
-	if next.After(t.stopBy) {
-		next = t.stopBy
-	}
-	if next.Before(now) {
-		next = now
-	}
-	return next
-}
-
-// attemptTimeout bounds one renewal sent at now: a fifth of the window from
-// the last success to the step-down point, never past that point. A request
-// can hang for all of its deadline on a store member lost silently or cut
-// off from its majority; cut off early, it leaves time for more attempts,
-// which a client of several members sends to another.
-func (t *term) attemptTimeout(now time.Time) time.Duration {
-	return min(t.stopBy.Sub(now), t.stopBy.Sub(t.sent)/attemptShare)
 }
 
 // current says whether t is its job's term and leads: an answer or a step
@@ -140,48 +110,6 @@ func (j *job) acquired(lease providers.Lease, sent time.Time, err error) {
 	}
 }
 
-// unfitToLead is why this node may not hold the job's lease now, or nil.
-// It is judged at every decision of a term (an Acquire's answer, a
-// renewal's, each health result while leading), not only when fitness
-// changes: a drain or a health check turning to failing that lands while a
-// request is out is seen when its answer comes. A hold-off is a
-// candidate's pause, not a reason to let go.
-func (j *job) unfitToLead() error {
-	switch {
-	case !j.eligible:
-		return fmt.Errorf("%w: its constraint does not admit this node", ErrConfigChanged)
-	case j.l.fleet.draining.Load() && !j.drainKept:
-		// A leader the drain keeps, for want of another agent that can
-		// lead it or until its turn to be handed over (fleet.go), leads on.
-		return ErrDrained
-	case j.spec.Health != nil && j.health.state == HealthFailing:
-		return j.unhealthy()
-	}
-	return nil
-}
-
-// letGo gives back a lease just won by a node that became unfit while its
-// Acquire was out. No term begins: no hook fires and no work starts. The
-// history shows the lease won and given back at once, with why (and
-// electd_leader_changes_total counts it), and the job is a candidate again
-// under its policy: a drained or unhealthy node competes once it is fit,
-// and `electd lock` goes on waiting.
-func (j *job) letGo(lease providers.Lease, reason error) {
-	j.phase = stopping
-	j.log().Info("won the lease but may not lead now: releasing it at once", "reason", reason.Error(), "token", lease.Token)
-	j.count(config.EventElected)
-	j.event(config.EventElected, j.node(), j.lastLeader, lease.Token, ReasonElected)
-	j.count(config.EventDemoted)
-	j.event(config.EventDemoted, "", j.node(), lease.Token, reasonOf(reason))
-	if failure(reason) {
-		j.setLastError(reason.Error())
-	}
-	j.l.release(releaseOp{lease: lease, timeout: j.releaseTimeout(), done: func(err error) {
-		j.released(lease, err)
-		j.compete()
-	}})
-}
-
 // refused makes a candidate again of a job whose attempt did not win: held
 // names the holder, nil when the store failed.
 func (j *job) refused(held *providers.HeldError, err error) {
@@ -232,7 +160,7 @@ func (j *job) lead(lease providers.Lease, sent time.Time) {
 func (t *term) scheduleRenewal() {
 	j := t.j
 	now := j.l.clock.Now()
-	at := t.nextRenew(now, t.failed, j.spec.RenewEvery, j.spec.RetryEvery)
+	at := timing.NextRenew(t.sent, t.stopBy, now, t.failed, j.spec.RenewEvery, j.spec.RetryEvery)
 	if !t.failed {
 		at = j.l.align(at, now, j.spec.RenewEvery)
 	}
@@ -243,15 +171,6 @@ func (t *term) scheduleRenewal() {
 			t.renew(renewal{value: t.value()})
 		}
 	})
-}
-
-// value is what the lease carries at its next renewal: a task's record as
-// its work keeps it, else the value it has.
-func (t *term) value() string {
-	if w := t.work; w != nil && t.j.spec.Task != nil {
-		return w.rec.String()
-	}
-	return t.lease.Value
 }
 
 // pastDeadline steps down when the term's step-down point has passed (a
@@ -290,7 +209,7 @@ func (t *term) renew(r renewal) {
 	sent := j.l.clock.Now()
 	lease := t.lease
 	lease.Value = r.value
-	j.l.renew(renewOp{lease: lease, timeout: t.attemptTimeout(sent), done: func(renewed providers.Lease, err error) {
+	j.l.renew(renewOp{lease: lease, timeout: timing.AttemptTimeout(t.sent, t.stopBy, sent), done: func(renewed providers.Lease, err error) {
 		if !t.current() {
 			return // the term is over; its release is under way or done
 		}
@@ -407,24 +326,6 @@ func (t *term) stepDown(reason error) {
 			t.release(lease, reason)
 		})
 	}()
-}
-
-// retime follows a reload that changed the job's stop_timeout in place:
-// the step-down point moves, and the next renewal with it.
-func (t *term) retime() {
-	j := t.j
-	t.stopBy = timing.StopBy(t.sent, j.spec.TTL, j.spec.StopTimeout())
-	if t.renewing {
-		j.l.cancel(t.timer)
-		t.timer = j.l.at(t.stopBy, func() {
-			t.timer = nil
-			t.pastDeadline()
-		})
-		return
-	}
-	if !t.pastDeadline() {
-		t.scheduleRenewal()
-	}
 }
 
 // Release.

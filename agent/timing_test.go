@@ -45,8 +45,8 @@ func TestTerm(t *testing.T) {
 			if got := tm.stopBy.Sub(t0); got != tc.wantStop {
 				t.Errorf("stopBy = t0+%s, want t0+%s", got, tc.wantStop)
 			}
-			if got := tm.nextRenew(t0.Add(tc.now), tc.failed, tc.renew, tc.retry).Sub(t0); got != tc.wantNext {
-				t.Errorf("nextRenew = t0+%s, want t0+%s", got, tc.wantNext)
+			if got := timing.NextRenew(tm.sent, tm.stopBy, t0.Add(tc.now), tc.failed, tc.renew, tc.retry).Sub(t0); got != tc.wantNext {
+				t.Errorf("NextRenew = t0+%s, want t0+%s", got, tc.wantNext)
 			}
 		})
 	}

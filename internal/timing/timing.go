@@ -41,6 +41,36 @@ func StopBy(sent time.Time, ttl, stopTimeout time.Duration) time.Time {
 	return ValidUntil(sent, ttl).Add(-stopTimeout - KillMargin)
 }
 
+// NextRenew is when a leader sends its next renewal, at now: renewEvery
+// after the one sent at sent (the last that succeeded), or retryEvery after
+// a failure; never after stopBy, and never in the past.
+func NextRenew(sent, stopBy, now time.Time, failed bool, renewEvery, retryEvery time.Duration) time.Time {
+	next := sent.Add(renewEvery)
+	if failed {
+		next = now.Add(retryEvery)
+	}
+	if next.After(stopBy) {
+		next = stopBy
+	}
+	if next.Before(now) {
+		next = now
+	}
+	return next
+}
+
+// AttemptShare is how many attempts a renewal may make in the window
+// before the step-down point: one request gets that share of it.
+const AttemptShare = 5
+
+// AttemptTimeout bounds one renewal sent at now: a fifth of the window from
+// the last success (sent) to the step-down point, never past that point. A
+// request can hang for all of its deadline on a store member lost silently
+// or cut off from its majority; cut off early, it leaves time for more
+// attempts, which a client of several members sends to another.
+func AttemptTimeout(sent, stopBy, now time.Time) time.Duration {
+	return min(stopBy.Sub(now), stopBy.Sub(sent)/AttemptShare)
+}
+
 // Problem says how a job's timings break the rule; nil when they keep it.
 type Problem struct {
 	// RenewNotShorter: renew_every is not shorter than the ttl.
