@@ -428,3 +428,84 @@ func TestLifeDrainWaitsForAHoldOff(t *testing.T) {
 		}
 	})
 }
+
+// leaderOf is the agent that leads job, nil when none does.
+func leaderOf(job string, agents ...*testAgent) *testAgent {
+	for _, a := range agents {
+		if statusOf(a, job).State == StateLeader {
+			return a
+		}
+	}
+	return nil
+}
+
+// Removing a job, then changing another's placement, one node at a time
+// with the leader last (operations.md): the removed job never moves and
+// ends when its leader is reloaded; the placed job moves once, to the node
+// its constraint names; nothing else moves.
+func TestLifeRolloutOfARemovalAndAPlacement(t *testing.T) {
+	lifeStores(t, func(t *testing.T, provider string) {
+		jobs := names("p", 6)
+		var agents []*testAgent
+		for _, n := range []string{"a", "b", "c"} {
+			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(jobs...))), quiet))
+		}
+		eventually(t, 30*time.Second, "2 jobs each", func() bool { return slices.Equal(leaders(agents...), []int{2, 2, 2}) })
+		settle(t, 3, agents...)
+		leaderLast := func(job string) []*testAgent {
+			l := leaderOf(job, agents...)
+			if l == nil {
+				t.Fatalf("nobody leads %s", job)
+			}
+			var order []*testAgent
+			for _, a := range agents {
+				if a != l {
+					order = append(order, a)
+				}
+			}
+			return append(order, l)
+		}
+
+		gone, kept := jobs[0], jobs[1:]
+		start := terms(jobs, agents...)
+		for _, a := range leaderLast(gone) {
+			p := reload(t, a, lifeConfig(a.fleet.node, provider, "", lifeJobs(kept...)))
+			if !slices.Equal(p.Removed, []string{gone}) || len(p.Added)+len(p.Restarted)+len(p.Updated) != 0 {
+				t.Fatalf("reload of %s without %s: %+v", a.fleet.node, gone, p)
+			}
+			settle(t, 3, agents...)
+			noJobLedTwice(t, agents...)
+		}
+		if moved, n := movesSince(start, terms(jobs, agents...)); n != 0 {
+			t.Errorf("removing %s, leader last: %d moves %v; want none", gone, n, moved)
+		}
+		if l := leaderOf(gone, agents...); l != nil {
+			t.Errorf("%s is removed everywhere, and %s still leads it", gone, l.fleet.node)
+		}
+
+		placed := kept[0]
+		from := leaderOf(placed, agents...)
+		to := agents[0]
+		if to == from {
+			to = agents[1]
+		}
+		withConstraint := strings.Replace(lifeJobs(kept...), fmt.Sprintf("job %q {\n", placed),
+			fmt.Sprintf("job %q {\n  constraint = { node = %q }\n", placed, to.fleet.node), 1)
+		start = terms(kept, agents...)
+		for _, a := range leaderLast(placed) {
+			src := lifeConfig(a.fleet.node, provider, "", withConstraint)
+			want := Plan{Updated: []Change{{Job: placed, Attributes: []string{"constraint"}}}, Kept: kept[1:]}
+			if p := reload(t, a, src); !planEqual(p, want) {
+				t.Fatalf("reload of %s: %+v, want %+v", a.fleet.node, p, want)
+			}
+			settle(t, 3, agents...)
+			noJobLedTwice(t, agents...)
+		}
+		eventually(t, 10*time.Second, placed+" led by "+to.fleet.node, func() bool { return statusOf(to, placed).State == StateLeader })
+		settle(t, 3, agents...)
+		moved, n := movesSince(start, terms(kept, agents...))
+		if n != 1 || moved[placed] != 1 {
+			t.Errorf("placing %s on %s (it was on %s), leader last: %d moves %v; want one, of %s", placed, to.fleet.node, from.fleet.node, n, moved, placed)
+		}
+	})
+}
