@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
-	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 // The balance decisions, on views the test writes: one agent's loop on a
@@ -29,12 +27,7 @@ type balanceRig struct {
 func newBalanceRig(t *testing.T, n int) *balanceRig {
 	t.Helper()
 	clk := newFakeClock()
-	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := sqliteStore(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -89,14 +82,14 @@ func (r *balanceRig) leading(t *testing.T) int {
 // nil, is the agents it sees under their share (it balances).
 func (r *balanceRig) peer(holder string, n int, seq uint64, under []string) record {
 	rec := record{Leading: n, Seq: seq, holder: holder, id: canBitsOf(holder)}
-	rec.can = new(canSet)
+	rec.can = make([]byte, canBytes)
 	for _, j := range r.jobs {
-		bloomAdd(rec.can[:], j.bits)
+		bloomAdd(rec.can, j.bits)
 	}
 	if under != nil {
-		rec.under = new(underSet)
+		rec.under = make([]byte, underBytes)
 		for _, h := range under {
-			bloomAdd(rec.under[:], canBitsOf(h))
+			bloomAdd(rec.under, canBitsOf(h))
 		}
 	}
 	return rec

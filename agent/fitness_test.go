@@ -17,7 +17,6 @@ import (
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/syncbuf"
 	"github.com/electd/electd/providers"
-	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 // Fitness is judged at every decision: a drain or a failing health check
@@ -71,12 +70,7 @@ type fitRig struct {
 func newFitRig(t *testing.T, spec config.Job, wrap func(*job)) *fitRig {
 	t.Helper()
 	clk := newFakeClock()
-	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := sqliteStore(t)
 	r := &fitRig{clk: clk, store: p, f: newFaulty(p, clk), log: &syncbuf.Buffer{}}
 	r.g = &gate{Provider: r.f, out: make(chan struct{}, 1)}
 	log := hclog.New(&hclog.LoggerOptions{Output: r.log, Level: hclog.Info, DisableTime: true})

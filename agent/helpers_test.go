@@ -18,6 +18,7 @@ import (
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/registry"
+	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 // The test binary is also the shim that supervises each command.
@@ -292,6 +293,19 @@ type testAgent struct {
 
 // sqliteDB is a fresh SQLite file shared by the agents of one test.
 func sqliteDB(t *testing.T) string { return filepath.Join(t.TempDir(), "leases.db") }
+
+// sqliteStore opens a SQLite store of the test's own, closed when the test
+// ends.
+func sqliteStore(t *testing.T) providers.Provider {
+	t.Helper()
+	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
+	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
 
 // loadConfig writes src to a file and loads it like `electd run` does.
 func loadConfig(t *testing.T, src string) *config.Config {

@@ -56,11 +56,11 @@ type record struct {
 	Seq      uint64            `json:"s,omitempty"` // counts its writes: a record that stops changing is an agent gone silent
 	Under    string            `json:"u,omitempty"` // the agents it sees under their share: an underSet, base64; only from a balancing agent
 	holder   string
-	can      *canSet   // Can, decoded; nil from an agent that does not publish it
-	held     *holdSet  // Held, decoded; nil when it holds off none
-	under    *underSet // Under, decoded; nil from an agent that does not balance (or is older)
-	id       canBits   // the holder's bits in an underSet
-	heard    bool      // changed since the view before (or has no Seq)
+	can      []byte  // Can, decoded; nil from an agent that does not publish it
+	held     []byte  // Held, decoded; nil when it holds off none
+	under    []byte  // Under, decoded; nil from an agent that does not balance (or is older)
+	id       canBits // the holder's bits in an underSet
+	heard    bool    // changed since the view before (or has no Seq)
 }
 
 // canSet is the set of jobs an agent can lead on a store, as a Bloom
@@ -124,13 +124,14 @@ func bloomHas(s []byte, b canBits) bool {
 
 func encodeBloom(s []byte) string { return base64.RawStdEncoding.EncodeToString(s) }
 
-func decodeBloom(v string, into []byte) bool {
+// decodeBloom is the filter of n bytes that v encodes; nil when v is
+// empty or not such a filter.
+func decodeBloom(v string, n int) []byte {
 	b, err := base64.RawStdEncoding.DecodeString(v)
-	if err != nil || len(b) != len(into) {
-		return false
+	if v == "" || err != nil || len(b) != n {
+		return nil
 	}
-	copy(into, b)
-	return true
+	return b
 }
 
 // counts says whether the agent of record r takes a share of j: by its
@@ -140,7 +141,7 @@ func (r record) counts(j *job) bool {
 		return false
 	}
 	if r.can != nil {
-		return bloomHas(r.can[:], j.bits)
+		return bloomHas(r.can, j.bits)
 	}
 	return matches(tagsOf(r), j.spec.Constraint)
 }
@@ -148,7 +149,7 @@ func (r record) counts(j *job) bool {
 // canLead says whether the agent of record r can take j now: it counts,
 // and does not hold it off.
 func (r record) canLead(j *job) bool {
-	return r.counts(j) && (r.held == nil || !bloomHas(r.held[:], j.bits))
+	return r.counts(j) && (r.held == nil || !bloomHas(r.held, j.bits))
 }
 
 // countsHere says whether this agent takes a share of j (it leads it, or
@@ -234,7 +235,18 @@ func memberKey(i int) string { return memberPrefix + strconv.Itoa(i) }
 
 func (m *members) run() {
 	defer close(m.done)
-	ctx := m.l.ctx
+	// The record is released once the agent's context ends or it begins to
+	// stop (leaveEarly), whichever comes first.
+	ctx, cancel := context.WithCancel(m.l.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer m.leave()
 	for {
 		reply := make(chan record, 1)
 		m.l.post(func() { reply <- m.own() })
@@ -244,10 +256,6 @@ func (m *members) run() {
 			m.writes++
 			rec.Seq = m.writes
 		case <-ctx.Done():
-			m.leave()
-			return
-		case <-m.quit:
-			m.leave()
 			return
 		}
 		m.publish(ctx, rec)
@@ -257,10 +265,6 @@ func (m *members) run() {
 		}
 		select {
 		case <-ctx.Done():
-			m.leave()
-			return
-		case <-m.quit:
-			m.leave()
 			return
 		case <-time.After(memberEvery):
 		}
@@ -341,24 +345,9 @@ func (m *members) read(ctx context.Context) []record {
 			continue
 		}
 		rec.holder, rec.id = lease.Holder, canBitsOf(lease.Holder)
-		if rec.Can != "" {
-			rec.can = new(canSet)
-			if !decodeBloom(rec.Can, rec.can[:]) {
-				rec.can = nil
-			}
-		}
-		if rec.Held != "" {
-			rec.held = new(holdSet)
-			if !decodeBloom(rec.Held, rec.held[:]) {
-				rec.held = nil
-			}
-		}
-		if rec.Under != "" {
-			rec.under = new(underSet)
-			if !decodeBloom(rec.Under, rec.under[:]) {
-				rec.under = nil
-			}
-		}
+		rec.can = decodeBloom(rec.Can, canBytes)
+		rec.held = decodeBloom(rec.Held, holdBytes)
+		rec.under = decodeBloom(rec.Under, underBytes)
 		out = append(out, rec)
 		highest = max(highest, i)
 	}
@@ -700,7 +689,7 @@ func (m *members) seenUnder(r record, j *job) bool {
 		if p.holder == r.holder || p.under == nil || !p.counts(j) {
 			continue
 		}
-		if !bloomHas(p.under[:], r.id) {
+		if !bloomHas(p.under, r.id) {
 			return false
 		}
 	}

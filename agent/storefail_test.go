@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/syncbuf"
-	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 // Three jobs on one store that fails for two minutes (on the fake clock,
@@ -21,12 +19,7 @@ import (
 // not called stuck.
 func TestStoreOutageIsLoggedOnceForItsJobs(t *testing.T) {
 	clk := newFakeClock()
-	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := sqliteStore(t)
 	f := newFaulty(p, clk)
 	f.setAcquire(errors.New("dial tcp 10.0.0.5:5432: connect: connection refused"))
 	buf := &syncbuf.Buffer{}

@@ -11,7 +11,6 @@ import (
 	"github.com/electd/electd/config"
 	"github.com/electd/electd/internal/timing"
 	"github.com/electd/electd/providers"
-	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
 func TestTerm(t *testing.T) {
@@ -73,12 +72,7 @@ func fakeClockJob(t *testing.T, spec config.Job, o Options, prepare func(provide
 	t.Helper()
 	clk := newFakeClock()
 	o.Clock = clk
-	settings := &sqlprovider.Settings{Driver: "sqlite", DSN: sqliteDB(t)}
-	p, err := settings.Open(context.Background(), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := sqliteStore(t)
 	if prepare != nil {
 		prepare(p)
 	}
