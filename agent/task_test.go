@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -385,4 +386,93 @@ func taskOf(a *testAgent, job string) *TaskStatus {
 		}
 	}
 	return nil
+}
+
+// A lock-mode job has no leader between slots: the node asked runs a
+// trigger request, at once, or once the node running a slot releases the
+// lease; each request runs at most once, and every node shows the run.
+func TestTriggerLockMode(t *testing.T) {
+	db, dir := sqliteDB(t), t.TempDir()
+	out, hang := filepath.Join(dir, "runs"), filepath.Join(dir, "hang")
+	job := fmt.Sprintf(`
+job "report" {
+  mode = "lock"
+%s
+  task {
+    schedule     = "@yearly"
+    command      = ["sh", "-c", "echo \"$ELECTD_TRIGGER $ELECTD_NODE\" >> %s; if [ -e %s ]; then rm %s; sleep 2; fi; exit 4"]
+    stop_timeout = "1s"
+  }
+}`, quick, out, hang, hang)
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, job)))
+	b := startAgent(t, loadConfig(t, agentConfig("node-2", db, job)))
+	eventually(t, 5*time.Second, "both agents start", func() bool { return a.Ready() && b.Ready() })
+	ctx := context.Background()
+	ranOn := func(n uint64) []string {
+		var nodes []string
+		for _, l := range lines(t, out) {
+			if f := strings.Fields(l); f[0] == fmt.Sprint(n) {
+				nodes = append(nodes, f[1])
+			}
+		}
+		return nodes
+	}
+	shown := func(ag *testAgent, n uint64) bool {
+		st := taskOf(ag, "report")
+		return st != nil && st.LastRun != nil && st.LastRun.Trigger >= n && st.LastRun.Result == ResultFailed
+	}
+
+	// Asked of node-2: node-2 runs it, and node-1 shows it.
+	n1, err := b.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node-2 runs request 1 and both nodes show it", func() bool { return shown(a, n1) && shown(b, n1) })
+	if r := taskOf(a, "report").LastRun; r.Trigger != n1 || r.Node != "node-2" || r.ExitCode == nil || *r.ExitCode != 4 {
+		t.Errorf("node-1 shows %+v, want request %d failed with exit code 4 on node-2", r, n1)
+	}
+
+	// Asked of node-1 while node-2 holds the lease for a run: node-1 runs
+	// it once node-2 has released.
+	if err := os.WriteFile(hang, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n2, err := b.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node-2 starts request 2", func() bool { return len(ranOn(n2)) == 1 })
+	n3, err := a.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "node-1 runs request 3 after request 2", func() bool { return shown(a, n3) && shown(b, n3) })
+	if got := ranOn(n3); len(got) != 1 || got[0] != "node-1" {
+		t.Errorf("request %d ran on %q, want once on node-1", n3, got)
+	}
+
+	// Two requests at once on one node: each runs at most once (the second
+	// may cover the first), and the last one runs.
+	n4, err := a.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n5, err := a.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "request 5 runs", func() bool { return shown(a, n5) && shown(b, n5) })
+
+	for _, n := range []uint64{n1, n2, n3, n4, n5} {
+		if got := ranOn(n); len(got) > 1 || (len(got) == 0 && n != n4) {
+			t.Errorf("request %d ran on %q, want once (runs: %q)", n, got, lines(t, out))
+		}
+	}
+
+	// A node that may not take the lease refuses a request.
+	a.Drain(true, false)
+	if _, err := a.Trigger(ctx, "report"); !errors.Is(err, ErrCannotLead) {
+		t.Errorf("trigger on a draining node: %v, want ErrCannotLead", err)
+	}
+	a.Drain(false, false)
 }

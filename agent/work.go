@@ -65,6 +65,8 @@ func (w *leaderWork) begin() error {
 	switch {
 	case spec.Run != nil:
 		return w.startRun()
+	case spec.Task != nil && spec.Mode == config.ModeLock && w.slot.IsZero():
+		return w.runRequest()
 	case spec.Task != nil && spec.Mode == config.ModeLock:
 		return w.runSlot(w.slot)
 	case spec.Task != nil:
@@ -278,6 +280,17 @@ func (w *leaderWork) takeTrigger() error {
 	return nil
 }
 
+// runRequest runs the task for the trigger request made on this node, in
+// lock mode (a term taken for it rather than for a slot), unless a run for
+// it, or for a later one, is in the record already.
+func (w *leaderWork) runRequest() error {
+	w.pending = w.j.task.asked
+	if w.pending <= w.rec.trigger {
+		return fmt.Errorf("%w: the trigger request was already run", ErrSlotDone)
+	}
+	return w.takeTrigger()
+}
+
 // pollTriggers reads the trigger key now and then as often as the other
 // nodes read the record (watchEvery); a store that notifies has the
 // leader read it at once (loop.notify).
@@ -344,6 +357,9 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 			log.Warn("cannot record the trigger request with the lease; trying again", "request", run.Trigger, "error", recorded)
 			w.rec = w.prior
 			w.j.sawRecord(w.rec)
+			if lock {
+				return fmt.Errorf("%w: the trigger request could not be recorded", ErrSlotDone)
+			}
 			return nil
 		}
 		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
