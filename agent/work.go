@@ -214,14 +214,14 @@ func (w *leaderWork) stamp() time.Time { return w.j.l.clock.Now().Truncate(time.
 // no other node will say that the run was lost.
 func (w *leaderWork) inherit(rec slotRecord) {
 	w.rec = rec
-	r := rec.run
+	r := rec.current()
 	if r == nil || r.Result != ResultRunning {
 		w.j.sawRecord(rec)
 		return
 	}
 	lost := *r
 	lost.Result, lost.Why = ResultKilled, "lost with the lease of the node running it"
-	w.rec.run = &lost
+	w.rec.run, w.rec.active = &lost, nil
 	w.j.log().Warn("the last run died with the node that ran it", "node", r.Node, "token", r.Token,
 		"slot", r.Slot.Format(time.RFC3339))
 	w.j.showOutcome(w.rec, &lost, "", w.elected)
@@ -236,13 +236,17 @@ func (w *leaderWork) slotDue(slot time.Time) error {
 	if w.task != nil || w.recording {
 		w.j.log().Warn("slot skipped: the previous run is still running", "slot", slot.UTC().Format(time.RFC3339))
 		w.j.runner.count(w.elected.Type, "task", "skipped")
-		// The record keeps the run in progress: the skip is this node's
-		// to show (history, metrics, on_task_failed).
+		// The skip is the last run, for every node to show; the record
+		// keeps the run in progress beside it, and its end is the last run
+		// then.
 		now := w.stamp()
 		skipped := &TaskRun{Slot: slot.UTC(), EndedAt: &now, Result: ResultSkipped, Node: w.j.node(), Token: w.t.lease.Token,
 			Why: "the previous run was still running"}
+		w.rec.active, w.rec.run = w.rec.current(), skipped
 		w.j.showOutcome(w.rec, skipped, "", w.elected)
-		w.j.recordRun(Transition{Time: now, Type: TransitionTaskRun, Leader: skipped.Node, Token: skipped.Token, Reason: describeResult(skipped), Run: skipped})
+		if !w.recording {
+			w.write() // else the next renewal carries it
+		}
 	} else if err := w.runSlot(slot); err != nil {
 		return err
 	}
@@ -327,7 +331,7 @@ func (w *leaderWork) checkTrigger() {
 func (w *leaderWork) record(rec slotRecord, slot time.Time, trigger uint64) {
 	now := w.stamp()
 	run := &TaskRun{Slot: slot.UTC(), StartedAt: &now, Result: ResultRunning, Node: w.j.node(), Token: w.t.lease.Token, Trigger: trigger}
-	rec.run = run
+	rec.run, rec.active = run, nil
 	w.prior, w.rec, w.recording = w.rec, rec, true
 	w.j.sawRecord(rec)
 	w.t.renew(renewal{value: rec.String(), then: func(err error) {
@@ -391,7 +395,11 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 	now := w.stamp()
 	started := *run
 	started.StartedAt = &now
-	w.rec.run = &started
+	if w.rec.active != nil {
+		w.rec.active = &started // a slot was skipped while the record was on its way
+	} else {
+		w.rec.run = &started
+	}
 	w.j.sawRecord(w.rec)
 	w.task, w.taskTimedOut = s, false
 	w.watchExit(s, w.taskExited)
@@ -406,9 +414,9 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 // or the release.
 func (w *leaderWork) setOutcome(result string, code *int, why, output string) {
 	now := w.stamp()
-	done := *w.rec.run
+	done := *w.rec.current()
 	done.EndedAt, done.Result, done.ExitCode, done.Why = &now, result, code, why
-	w.rec.run = &done
+	w.rec.run, w.rec.active = &done, nil
 	if result == ResultSucceeded {
 		w.rec.lastSuccess = now
 	}
