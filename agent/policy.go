@@ -125,14 +125,39 @@ func (supervised) refused(j *job, held *providers.HeldError, _ error) {
 type perSlot struct {
 	competes
 	next time.Time // the slot of the coming attempt
+
+	// A trigger request made on this node (task.go) is competed for at
+	// once, and again every retry_every while another node holds the
+	// lease, before the next slot if it comes first.
+	forRequest bool      // the coming attempt is for the request, not a slot
+	requestAt  time.Time // when the last attempt for a request was due
 }
 
-func (*perSlot) leads() bool       { return false }
-func (p *perSlot) slot() time.Time { return p.next }
+func (*perSlot) leads() bool { return false }
+
+// slot is the slot an attempt is for; zero for a trigger request.
+func (p *perSlot) slot() time.Time {
+	if p.forRequest {
+		return time.Time{}
+	}
+	return p.next
+}
+
 func (p *perSlot) compete(j *job) {
 	now := j.l.clock.Now()
 	p.next = nextSlot(j.spec.Task.Schedule, now)
-	j.wait(p.next.Add(slotDelay(j.spec.Name, j.spec.Task, p.next)).Sub(now))
+	at := p.next.Add(slotDelay(j.spec.Name, j.spec.Task, p.next))
+	p.forRequest = false
+	if j.task.requested() {
+		r := p.requestAt.Add(jitter(j.spec.RetryEvery))
+		if r.Before(now) {
+			r = now
+		}
+		if r.Before(at) {
+			p.forRequest, p.requestAt, at = true, r, r
+		}
+	}
+	j.wait(at.Sub(now))
 }
 func (*perSlot) skip(j *job)     { j.compete() } // not this slot: the next
 func (*perSlot) notified(j *job) {}              // a slot is taken at its time, not on a release

@@ -25,7 +25,11 @@ import (
 // k its slot, b and e when it started and ended (Unix milliseconds; no e
 // while it runs), x its exit code, r its result and w why, n the node, t
 // the fencing token, q the trigger request it ran for. ok: when a run last
-// succeeded (Unix milliseconds).
+// succeeded (Unix milliseconds). a, ak, aq: the run still in progress when
+// the last run is a slot skipped meanwhile (leader mode's overlap rule): when
+// it started, its slot and its request; its node and token are the skip's
+// (one term). A new leader that finds it reports it killed, as a run left
+// running.
 //
 // A record written by an agent before this format is the slot alone, in
 // decimal ("1764230400"): it reads as a record with that slot and no run.
@@ -72,7 +76,16 @@ type slotRecord struct {
 	slot        time.Time // the last slot recorded as run
 	trigger     uint64    // the last trigger request taken
 	run         *TaskRun  // nil: none known
+	active      *TaskRun  // the run in progress when run is a skip; else nil
 	lastSuccess time.Time
+}
+
+// current is the run in progress: run, or the one a skip left running.
+func (rec slotRecord) current() *TaskRun {
+	if rec.active != nil {
+		return rec.active
+	}
+	return rec.run
 }
 
 type wireRecord struct {
@@ -88,6 +101,9 @@ type wireRecord struct {
 	T  uint64 `json:"t,omitempty"`
 	Q  uint64 `json:"q,omitempty"`
 	OK int64  `json:"ok,omitempty"`
+	A  int64  `json:"a,omitempty"`
+	AK int64  `json:"ak,omitempty"`
+	AQ uint64 `json:"aq,omitempty"`
 }
 
 func unixOrZero(s int64) time.Time {
@@ -126,6 +142,10 @@ func parseRecord(v string) slotRecord {
 	if w.R != "" {
 		rec.run = &TaskRun{Slot: unixOrZero(w.K), StartedAt: milliPtr(w.B), EndedAt: milliPtr(w.E), ExitCode: w.X,
 			Result: w.R, Why: w.W, Node: w.N, Token: w.T, Trigger: w.Q}
+		if w.A > 0 || w.AK > 0 {
+			rec.active = &TaskRun{Slot: unixOrZero(w.AK), StartedAt: milliPtr(w.A), Result: ResultRunning,
+				Node: w.N, Token: w.T, Trigger: w.AQ}
+		}
 	}
 	return rec
 }
@@ -150,6 +170,15 @@ func (rec slotRecord) String() string {
 		}
 		if r.EndedAt != nil {
 			w.E = r.EndedAt.UnixMilli()
+		}
+		if a := rec.active; a != nil {
+			w.AK, w.AQ = a.Slot.Unix(), a.Trigger
+			if a.Slot.IsZero() {
+				w.AK = 0
+			}
+			if a.StartedAt != nil {
+				w.A = a.StartedAt.UnixMilli()
+			}
 		}
 	}
 	for {

@@ -17,6 +17,11 @@ func TestSlotRecord(t *testing.T) {
 		run: &TaskRun{Slot: time.Unix(1_764_230_400, 0).UTC(), StartedAt: ms(1_764_230_400_123), EndedAt: ms(1_764_230_461_456),
 			ExitCode: &code, Result: ResultFailed, Node: "node-1", Token: 42},
 	}
+	skip := full
+	skip.run = &TaskRun{Slot: time.Unix(1_764_230_460, 0).UTC(), EndedAt: ms(1_764_230_460_002), Result: ResultSkipped,
+		Why: "the previous run was still running", Node: "node-1", Token: 42}
+	skip.active = &TaskRun{Slot: time.Unix(1_764_230_400, 0).UTC(), StartedAt: ms(1_764_230_400_123), Result: ResultRunning,
+		Node: "node-1", Token: 42, Trigger: 6}
 	for _, tc := range []struct {
 		name  string
 		value string
@@ -29,6 +34,7 @@ func TestSlotRecord(t *testing.T) {
 		{"garbage", "not a record", slotRecord{}},
 		{"broken json", `{"s":`, slotRecord{}},
 		{"full", full.String(), full},
+		{"a skip beside the run in progress", skip.String(), skip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := parseRecord(tc.value); !reflect.DeepEqual(got, tc.want) {
@@ -37,11 +43,12 @@ func TestSlotRecord(t *testing.T) {
 		})
 	}
 	t.Logf("a full record: %d bytes: %s", len(full.String()), full.String())
+	t.Logf("a skip beside a run: %d bytes: %s", len(skip.String()), skip.String())
 
 	// A long node name and a long why are cut to fit the store's bound;
 	// the numbers at most once rests on survive.
-	long := full
-	r := *full.run
+	long := skip
+	r := *skip.run
 	r.Node, r.Why = strings.Repeat("n", 200), strings.Repeat("why ", 100)
 	long.run = &r
 	v := long.String()
@@ -49,7 +56,8 @@ func TestSlotRecord(t *testing.T) {
 		t.Fatalf("record of %d bytes, more than %d", len(v), providers.MaxValueLen)
 	}
 	got := parseRecord(v)
-	if !got.slot.Equal(full.slot) || got.trigger != 7 || got.run == nil || got.run.Result != ResultFailed || got.run.Token != 42 {
+	if !got.slot.Equal(full.slot) || got.trigger != 7 || got.run == nil || got.run.Result != ResultSkipped || got.run.Token != 42 ||
+		got.active == nil || !got.active.Slot.Equal(skip.active.Slot) || got.active.Trigger != 6 {
 		t.Errorf("a cut record lost its numbers: %+v", got)
 	}
 }

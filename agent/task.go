@@ -26,7 +26,12 @@ type taskState struct {
 	watch    *timer
 	watching bool   // an Observe of the record is out
 	waitFor  uint64 // a trigger request sent from this node: watch closely until it has run
+	asked    uint64 // lock mode: the newest trigger request made on this node, which this node runs
 }
+
+// requested says whether a lock-mode job has a trigger request to run:
+// made on this node, and not yet taken by any node's run.
+func (t *taskState) requested() bool { return t != nil && t.asked > t.rec.trigger }
 
 // Bounds of the pause between two reads of the record by a node that does
 // not lead: the job's ttl, within them.
@@ -227,6 +232,13 @@ func nextRun(t *config.Task, job string, last, now time.Time) time.Time {
 // lease moves: a new leader reads the number already taken from the record.
 // Requests that come while a run is in progress run once after it (they
 // are coalesced, as a slot is never run twice at once).
+//
+// A lock-mode job has no leader between slots: the node asked runs the
+// request. It competes for the job's lease at once (again every
+// retry_every while another node holds it for a slot), records the
+// request's number with it and runs the task, then releases, as for a slot.
+// A node that takes the lease and finds a number at or above its own in the
+// record does not run it: a request runs at most once there too.
 
 // triggerPrefix names a job's trigger key ("_electd." keys are the agent's;
 // job names cannot start with "_").
@@ -234,8 +246,12 @@ const triggerPrefix = "_electd.trigger."
 
 func triggerKey(job string) string { return triggerPrefix + job }
 
-// ErrNotTask is why a job cannot be triggered.
-var ErrNotTask = errors.New("agent: the job has no task")
+// Why a job cannot be triggered: it has no task, or (lock mode, where the
+// node asked runs the request) this node may not run it now.
+var (
+	ErrNotTask    = errors.New("agent: the job has no task")
+	ErrCannotLead = errors.New("agent: this node cannot run the job's task now")
+)
 
 // Trigger asks for one run of job's task now, on whichever node leads it,
 // and returns the request's number: a run with TaskRun.Trigger at or above
@@ -249,8 +265,22 @@ func (a *Agent) Trigger(ctx context.Context, name string) (uint64, error) {
 		if r.spec.Task == nil {
 			return 0, fmt.Errorf("%w: job %q supervises a run command or only hooks", ErrNotTask, name)
 		}
-		if r.spec.Mode == config.ModeLock {
-			return 0, fmt.Errorf("%w: job %q runs in lock mode, where no node leads between slots; trigger needs mode = \"leader\"", ErrNotTask, name)
+		lock := r.spec.Mode == config.ModeLock
+		if lock {
+			// The node asked runs a lock-mode request: not one that may not
+			// take the lease.
+			why := make(chan string, 1)
+			r.l.post(func() { why <- r.unfit() })
+			select {
+			case w := <-why:
+				if w != "" {
+					return 0, fmt.Errorf("%w: job %q runs in lock mode, where the node asked runs the request, and this node does not compete for it (%s); ask another node", ErrCannotLead, name, w)
+				}
+			case <-r.done():
+				return 0, fmt.Errorf("job %q is stopping", name)
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
 		}
 		n, err := request(ctx, r.l.prov, triggerKey(name), r.holder(), r.spec.TTL)
 		if err != nil {
@@ -259,6 +289,11 @@ func (a *Agent) Trigger(ctx context.Context, name string) (uint64, error) {
 		r.l.post(func() {
 			if t := r.task; t != nil && r.phase != retired {
 				t.waitFor = max(t.waitFor, n)
+				if lock {
+					t.asked = max(t.asked, n)
+					r.requestLock()
+					return
+				}
 				r.triggerNotified()
 				r.watchAfter(closeWatch)
 			}
@@ -309,4 +344,13 @@ func (t *term) value() string {
 		return w.rec.String()
 	}
 	return t.lease.Value
+}
+
+// requestLock: a lock-mode candidate competes for a request made on this
+// node now rather than at its next slot; a node holding the lease for a
+// slot runs it after (policy.go, perSlot).
+func (j *job) requestLock() {
+	if j.phase == candidate && j.retiring == nil {
+		j.compete()
+	}
 }

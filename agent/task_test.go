@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -385,4 +387,188 @@ func taskOf(a *testAgent, job string) *TaskStatus {
 		}
 	}
 	return nil
+}
+
+// A lock-mode job has no leader between slots: the node asked runs a
+// trigger request, at once, or once the node running a slot releases the
+// lease; each request runs at most once, and every node shows the run.
+func TestTriggerLockMode(t *testing.T) {
+	db, dir := sqliteDB(t), t.TempDir()
+	out, hang := filepath.Join(dir, "runs"), filepath.Join(dir, "hang")
+	job := fmt.Sprintf(`
+job "report" {
+  mode = "lock"
+%s
+  task {
+    schedule     = "@yearly"
+    command      = ["sh", "-c", "echo \"$ELECTD_TRIGGER $ELECTD_NODE\" >> %s; if [ -e %s ]; then rm %s; sleep 2; fi; exit 4"]
+    stop_timeout = "1s"
+  }
+}`, quick, out, hang, hang)
+	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, job)))
+	b := startAgent(t, loadConfig(t, agentConfig("node-2", db, job)))
+	eventually(t, 5*time.Second, "both agents start", func() bool { return a.Ready() && b.Ready() })
+	ctx := context.Background()
+	ranOn := func(n uint64) []string {
+		var nodes []string
+		for _, l := range lines(t, out) {
+			if f := strings.Fields(l); f[0] == fmt.Sprint(n) {
+				nodes = append(nodes, f[1])
+			}
+		}
+		return nodes
+	}
+	shown := func(ag *testAgent, n uint64) bool {
+		st := taskOf(ag, "report")
+		return st != nil && st.LastRun != nil && st.LastRun.Trigger >= n && st.LastRun.Result == ResultFailed
+	}
+
+	// Asked of node-2: node-2 runs it, and node-1 shows it.
+	n1, err := b.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node-2 runs request 1 and both nodes show it", func() bool { return shown(a, n1) && shown(b, n1) })
+	if r := taskOf(a, "report").LastRun; r.Trigger != n1 || r.Node != "node-2" || r.ExitCode == nil || *r.ExitCode != 4 {
+		t.Errorf("node-1 shows %+v, want request %d failed with exit code 4 on node-2", r, n1)
+	}
+
+	// Asked of node-1 while node-2 holds the lease for a run: node-1 runs
+	// it once node-2 has released.
+	if err := os.WriteFile(hang, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n2, err := b.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node-2 starts request 2", func() bool { return len(ranOn(n2)) == 1 })
+	n3, err := a.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "node-1 runs request 3 after request 2", func() bool { return shown(a, n3) && shown(b, n3) })
+	if got := ranOn(n3); len(got) != 1 || got[0] != "node-1" {
+		t.Errorf("request %d ran on %q, want once on node-1", n3, got)
+	}
+
+	// Two requests at once on one node: each runs at most once (the second
+	// may cover the first), and the last one runs.
+	n4, err := a.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n5, err := a.Trigger(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "request 5 runs", func() bool { return shown(a, n5) && shown(b, n5) })
+
+	for _, n := range []uint64{n1, n2, n3, n4, n5} {
+		if got := ranOn(n); len(got) > 1 || (len(got) == 0 && n != n4) {
+			t.Errorf("request %d ran on %q, want once (runs: %q)", n, got, lines(t, out))
+		}
+	}
+
+	// A node that may not take the lease refuses a request.
+	a.Drain(true, false)
+	if _, err := a.Trigger(ctx, "report"); !errors.Is(err, ErrCannotLead) {
+		t.Errorf("trigger on a draining node: %v, want ErrCannotLead", err)
+	}
+	a.Drain(false, false)
+}
+
+// A slot that comes while the previous run still runs is skipped, and the
+// skip, with why, is the last run in the record every node reads; the run in
+// progress travels beside it, and its end is the last run then. A new leader
+// that finds a skip beside a run left running reports that run killed.
+func TestSkippedSlotInTheRecord(t *testing.T) {
+	t.Parallel()
+	every, err := config.ParseSchedule("@every 1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gate, began := filepath.Join(dir, "gate"), filepath.Join(dir, "began")
+	task := &config.Task{ScheduleText: "@every 1m", Schedule: every, StopTimeout: time.Second,
+		Command: config.Command{Argv: config.ListOf("sh", "-c", "touch "+began+"; while [ ! -e "+gate+" ]; do sleep 0.02; done; exit 7")}}
+	j, f, clk := taskTimingJob(t, task)
+	t0 := clk.Now()
+	expectCall(t, f, "acquire", t0)
+	eventually(t, 5*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
+	slot := nextSlot(every, t0)
+	// The leader's work begins once the term's first steps are done: its
+	// slot is on the loop's timers then.
+	eventually(t, 5*time.Second, "the slot is scheduled", func() bool { return timerAt(j, slot) })
+	for clk.Now().Before(slot) {
+		clk.advanceTo(t, slot)
+	}
+	untilRenewal(t, f, "the slot is recorded", func(r slotRecord) bool { return r.slot.Equal(slot) })
+	eventually(t, 5*time.Second, "the run starts", func() bool { _, err := os.Stat(began); return err == nil })
+
+	next := slot.Add(time.Minute)
+	eventually(t, 5*time.Second, "the next slot is scheduled", func() bool { return timerAt(j, next) })
+	for clk.Now().Before(next) {
+		clk.advanceTo(t, next)
+	}
+	c := untilRenewal(t, f, "the skip is written", func(r slotRecord) bool { return r.run != nil && r.run.Result == ResultSkipped })
+	rec := parseRecord(c.value) // as every other node reads it
+	if r := rec.run; !r.Slot.Equal(next) || r.Why != "the previous run was still running" || r.Node != "node-1" {
+		t.Errorf("the skip as the record carries it: %+v, want slot %s, why, node-1", r, next)
+	}
+	if a := rec.active; a == nil || !a.Slot.Equal(slot) || a.Result != ResultRunning || a.StartedAt == nil || a.StartedAt.Before(slot) {
+		t.Errorf("the run in progress beside the skip: %+v, want slot %s running since it started", a, slot)
+	}
+	if !rec.slot.Equal(slot) {
+		t.Errorf("the last slot recorded is %s, want %s: a skipped slot is not run later", rec.slot, slot)
+	}
+	if r := j.get().Task.LastRun; r == nil || r.Result != ResultSkipped {
+		t.Errorf("the leader's task.last_run: %+v, want the skip", r)
+	}
+
+	// The run ends: its outcome is the last run, the skip is in the history.
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = untilRenewal(t, f, "the outcome is written", func(r slotRecord) bool { return r.run != nil && r.run.Result == ResultFailed })
+	if rec := parseRecord(c.value); !rec.run.Slot.Equal(slot) || rec.run.ExitCode == nil || *rec.run.ExitCode != 7 || rec.active != nil {
+		t.Errorf("after the run: %+v (active %+v), want slot %s failed with exit code 7, nothing in progress", rec.run, rec.active, slot)
+	}
+	hist := j.History()
+	var runs []string
+	for _, h := range hist {
+		if h.Type == TransitionTaskRun {
+			runs = append(runs, h.Run.Slot.Format(time.RFC3339)+" "+h.Reason)
+		}
+	}
+	want := []string{next.UTC().Format(time.RFC3339) + " skipped: the previous run was still running", slot.UTC().Format(time.RFC3339) + " failed (exit code 7)"}
+	if !slices.Equal(runs, want) {
+		t.Errorf("the history's runs: %q, want %q", runs, want)
+	}
+
+	// A new leader finding the record of the skip reports the run in
+	// progress killed (last: it shows that on this job).
+	w := &leaderWork{j: j}
+	done := make(chan slotRecord, 1)
+	j.l.post(func() {
+		w.inherit(rec)
+		done <- w.rec
+	})
+	if got := <-done; got.run == nil || got.run.Result != ResultKilled || !got.run.Slot.Equal(slot) || got.active != nil {
+		t.Errorf("a new leader's record after the skip: %+v, want the run of %s killed", got.run, slot)
+	}
+
+}
+
+// timerAt says whether something is due at at on j's loop.
+func timerAt(j *job, at time.Time) bool {
+	ch := make(chan bool, 1)
+	j.l.post(func() {
+		found := false
+		for _, tm := range j.l.timers {
+			found = found || tm.at.Equal(at)
+		}
+		ch <- found
+	})
+	return <-ch
 }

@@ -65,6 +65,8 @@ func (w *leaderWork) begin() error {
 	switch {
 	case spec.Run != nil:
 		return w.startRun()
+	case spec.Task != nil && spec.Mode == config.ModeLock && w.slot.IsZero():
+		return w.runRequest()
 	case spec.Task != nil && spec.Mode == config.ModeLock:
 		return w.runSlot(w.slot)
 	case spec.Task != nil:
@@ -212,14 +214,14 @@ func (w *leaderWork) stamp() time.Time { return w.j.l.clock.Now().Truncate(time.
 // no other node will say that the run was lost.
 func (w *leaderWork) inherit(rec slotRecord) {
 	w.rec = rec
-	r := rec.run
+	r := rec.current()
 	if r == nil || r.Result != ResultRunning {
 		w.j.sawRecord(rec)
 		return
 	}
 	lost := *r
 	lost.Result, lost.Why = ResultKilled, "lost with the lease of the node running it"
-	w.rec.run = &lost
+	w.rec.run, w.rec.active = &lost, nil
 	w.j.log().Warn("the last run died with the node that ran it", "node", r.Node, "token", r.Token,
 		"slot", r.Slot.Format(time.RFC3339))
 	w.j.showOutcome(w.rec, &lost, "", w.elected)
@@ -234,13 +236,17 @@ func (w *leaderWork) slotDue(slot time.Time) error {
 	if w.task != nil || w.recording {
 		w.j.log().Warn("slot skipped: the previous run is still running", "slot", slot.UTC().Format(time.RFC3339))
 		w.j.runner.count(w.elected.Type, "task", "skipped")
-		// The record keeps the run in progress: the skip is this node's
-		// to show (history, metrics, on_task_failed).
+		// The skip is the last run, for every node to show; the record
+		// keeps the run in progress beside it, and its end is the last run
+		// then.
 		now := w.stamp()
 		skipped := &TaskRun{Slot: slot.UTC(), EndedAt: &now, Result: ResultSkipped, Node: w.j.node(), Token: w.t.lease.Token,
 			Why: "the previous run was still running"}
+		w.rec.active, w.rec.run = w.rec.current(), skipped
 		w.j.showOutcome(w.rec, skipped, "", w.elected)
-		w.j.recordRun(Transition{Time: now, Type: TransitionTaskRun, Leader: skipped.Node, Token: skipped.Token, Reason: describeResult(skipped), Run: skipped})
+		if !w.recording {
+			w.write() // else the next renewal carries it
+		}
 	} else if err := w.runSlot(slot); err != nil {
 		return err
 	}
@@ -276,6 +282,17 @@ func (w *leaderWork) takeTrigger() error {
 	w.j.log().Info("running the task on request", "request", w.pending)
 	w.record(rec, w.j.l.clock.Now().Truncate(time.Second), w.pending)
 	return nil
+}
+
+// runRequest runs the task for the trigger request made on this node, in
+// lock mode (a term taken for it rather than for a slot), unless a run for
+// it, or for a later one, is in the record already.
+func (w *leaderWork) runRequest() error {
+	w.pending = w.j.task.asked
+	if w.pending <= w.rec.trigger {
+		return fmt.Errorf("%w: the trigger request was already run", ErrSlotDone)
+	}
+	return w.takeTrigger()
 }
 
 // pollTriggers reads the trigger key now and then as often as the other
@@ -314,7 +331,7 @@ func (w *leaderWork) checkTrigger() {
 func (w *leaderWork) record(rec slotRecord, slot time.Time, trigger uint64) {
 	now := w.stamp()
 	run := &TaskRun{Slot: slot.UTC(), StartedAt: &now, Result: ResultRunning, Node: w.j.node(), Token: w.t.lease.Token, Trigger: trigger}
-	rec.run = run
+	rec.run, rec.active = run, nil
 	w.prior, w.rec, w.recording = w.rec, rec, true
 	w.j.sawRecord(rec)
 	w.t.renew(renewal{value: rec.String(), then: func(err error) {
@@ -344,6 +361,9 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 			log.Warn("cannot record the trigger request with the lease; trying again", "request", run.Trigger, "error", recorded)
 			w.rec = w.prior
 			w.j.sawRecord(w.rec)
+			if lock {
+				return fmt.Errorf("%w: the trigger request could not be recorded", ErrSlotDone)
+			}
 			return nil
 		}
 		log.Warn("cannot record the slot with the lease; not running it (at most once per slot)", "error", recorded)
@@ -375,7 +395,11 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 	now := w.stamp()
 	started := *run
 	started.StartedAt = &now
-	w.rec.run = &started
+	if w.rec.active != nil {
+		w.rec.active = &started // a slot was skipped while the record was on its way
+	} else {
+		w.rec.run = &started
+	}
 	w.j.sawRecord(w.rec)
 	w.task, w.taskTimedOut = s, false
 	w.watchExit(s, w.taskExited)
@@ -390,9 +414,9 @@ func (w *leaderWork) startTask(run *TaskRun, recorded error) error {
 // or the release.
 func (w *leaderWork) setOutcome(result string, code *int, why, output string) {
 	now := w.stamp()
-	done := *w.rec.run
+	done := *w.rec.current()
 	done.EndedAt, done.Result, done.ExitCode, done.Why = &now, result, code, why
-	w.rec.run = &done
+	w.rec.run, w.rec.active = &done, nil
 	if result == ResultSucceeded {
 		w.rec.lastSuccess = now
 	}

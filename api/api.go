@@ -154,7 +154,7 @@ func (s *server) trigger(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, agent.ErrNoSuchJob):
 		s.writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q", name))
-	case errors.Is(err, agent.ErrNotTask):
+	case errors.Is(err, agent.ErrNotTask), errors.Is(err, agent.ErrCannotLead):
 		s.writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		s.writeError(w, http.StatusServiceUnavailable, err.Error())

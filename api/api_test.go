@@ -263,7 +263,7 @@ func TestDrainAgentHistory(t *testing.T) {
 }
 
 // triggerAgent is a jobsAgent that can run tasks now: report is a task job,
-// billing is not.
+// billing is not, and nightly is a lock-mode task job this agent cannot run.
 type triggerAgent struct {
 	*jobsAgent
 	asked []string
@@ -276,6 +276,8 @@ func (a *triggerAgent) Trigger(_ context.Context, job string) (uint64, error) {
 		return 12, nil
 	case "billing":
 		return 0, fmt.Errorf("%w: job %q supervises a run command", agent.ErrNotTask, job)
+	case "nightly":
+		return 0, fmt.Errorf("%w: job %q runs in lock mode (the agent is draining)", agent.ErrCannotLead, job)
 	}
 	return 0, agent.ErrNoSuchJob
 }
@@ -289,6 +291,7 @@ func TestTrigger(t *testing.T) {
 		{"a task job", "report", "10.1.2.3:5000", "Bearer t0k", 202, `"request": 12`},
 		{"no token", "report", "127.0.0.1:5000", "", 401, "bearer token"},
 		{"not a task job", "billing", "10.1.2.3:5000", "Bearer t0k", 409, "supervises a run command"},
+		{"lock mode on an agent that does not compete", "nightly", "10.1.2.3:5000", "Bearer t0k", 409, "the agent is draining"},
 		{"unknown job", "nope", "10.1.2.3:5000", "Bearer t0k", 404, `no job \"nope\"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

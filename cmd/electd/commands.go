@@ -96,7 +96,7 @@ func commands() []cmdSpec {
 			}},
 		{name: "trigger", run: cmdTrigger, operands: "JOB", min: 1, max: 1,
 			summary: "run a job's task now, once, on whichever node leads it",
-			about:   "Ask for one run of JOB's task now, on whichever node leads it (the request goes through the lease store, so any agent can take it). The request runs at most once across the cluster, even when the lease moves; a request made while a run is in progress runs once after it. With -wait, print the run's result and exit with the task's exit code (1 when it did not exit by itself: not started, skipped).",
+			about:   "Ask for one run of JOB's task now, on whichever node leads it (the request goes through the lease store, so any agent can take it). The request runs at most once across the cluster, even when the lease moves; a request made while a run is in progress runs once after it. A job in lock mode, which no node leads between slots, runs it on the agent asked. With -wait, print the run's result and exit with the task's exit code (1 when it did not exit by itself: not started, skipped).",
 			flags: []flagSpec{
 				addrFlag, tokenFlag,
 				{"wait", boolFlag, false, "wait for the run to end, print its result and exit with its exit code"},
