@@ -258,3 +258,74 @@ func TestAutoVarFilePermissions(t *testing.T) {
 		t.Errorf("diagnostics %q, want the world-writable var file refused", s)
 	}
 }
+
+// nullable = false, as in Terraform: a null given for the variable means
+// its default, and is refused without one; a nullable variable keeps the
+// null it is given.
+func TestVariableNullable(t *testing.T) {
+	src := `
+variable "with_default" {
+  type     = string
+  nullable = false
+  default  = "dflt"
+}
+variable "required" {
+  type     = string
+  nullable = false
+}
+variable "may_be_null" {
+  type    = string
+  default = "x"
+}
+job "j" {
+  run {
+    command = [var.with_default, var.required, coalesce(var.may_be_null, "was-null")]
+  }
+}
+`
+	nulls := writeFile(t, filepath.Join(t.TempDir(), "nulls.electdvars"), []byte("with_default = null\nmay_be_null = null\n"))
+	opts := testOpts
+	opts.Vars = []Var{{File: nulls}, {Name: "required", Value: "given"}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	if got, want := strings.Join(argv(t, cfg, "j"), " "), "dflt given was-null"; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+
+	required := writeFile(t, filepath.Join(t.TempDir(), "required.electdvars"), []byte("required = null\n"))
+	opts.Vars = []Var{{File: required}}
+	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Required variable not set" {
+		t.Errorf("diagnostics %q, want the null refused\n%s", s, diagText(diags))
+	}
+	if text := diagText(diags); !strings.Contains(text, "required.electdvars line 1") {
+		t.Errorf("the diagnostic is not on the file's line:\n%s", text)
+	}
+}
+
+// A variable of type any, like one of a collection type, takes an HCL
+// expression from the command line and the environment, as in Terraform;
+// one without a type takes the text as it is.
+func TestVariableAnyFromCommandLine(t *testing.T) {
+	src := `
+variable "typed_any" { type = any }
+variable "untyped" {}
+job "j" {
+  run {
+    command = concat(var.typed_any, [var.untyped])
+  }
+}
+`
+	t.Setenv("ELECTD_VAR_untyped", `["kept", "as text"]`)
+	opts := testOpts
+	opts.Vars = []Var{{Name: "typed_any", Value: `["a", "b"]`}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	if got, want := strings.Join(argv(t, cfg, "j"), "|"), `a|b|["kept", "as text"]`; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+}
