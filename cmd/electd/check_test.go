@@ -184,7 +184,8 @@ job "c" {
 		code int
 		out  string
 	}{
-		{[]string{"-var", "shards=3"}, 0, "Success! The configuration is valid (3 jobs, 1 provider)."},
+		{[]string{"-var", "shards=3"}, 0, "Success! The configuration is valid (3 jobs, 1 provider).\n\njob \"c\" (for_each): 3 instances\n  c.0 c.1 c.2\n"},
+		{[]string{"-var", "shards=12"}, 1, "At most 8 shards."},
 		{[]string{"-var-file", varFile}, 1, "At most 8 shards."},
 		{[]string{"-var-file", varFile, "-var", "shards=2"}, 0, "(2 jobs, 1 provider)"},
 		{[]string{"-var", "shards=2", "-var-file", varFile}, 1, "set by the file " + varFile},
@@ -197,5 +198,39 @@ job "c" {
 		if out := stdout.String() + stderr.String(); code != tc.code || !strings.Contains(out, tc.out) {
 			t.Errorf("check %v: exit %d, want %d with %q:\n%s", tc.args, code, tc.code, tc.out, out)
 		}
+	}
+}
+
+// TestCheckListsInstances: check names the instances each block with
+// for_each expands to, in the order the agent runs them, and wraps a long
+// list; blocks without for_each are not listed.
+func TestCheckListsInstances(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.hcl")
+	if err := os.WriteFile(path, []byte(`
+job "plain" {}
+job "shard" {
+  for_each = toset(range(16))
+}
+job "region" {
+  for_each = { us = 1, eu = 2 }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := cmdCheck([]string{path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	want := `Success! The configuration is valid (19 jobs, 1 provider).
+
+job "shard" (for_each): 16 instances
+  shard.0 shard.1 shard.2 shard.3 shard.4 shard.5 shard.6 shard.7 shard.8 shard.9 shard.10 shard.11
+  shard.12 shard.13 shard.14 shard.15
+
+job "region" (for_each): 2 instances
+  region.eu region.us
+`
+	if stdout.String() != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
 	}
 }
