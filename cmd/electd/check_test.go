@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/electd/electd/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -232,5 +236,68 @@ job "region" (for_each): 2 instances
 `
 	if stdout.String() != want {
 		t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+}
+
+// TestShardedConsumerExample: examples/sharded-consumer.hcl, with its
+// variables given as its header says, is 16 instances that each get their
+// own shard in every attribute; a queue URL that is not amqp:// fails its
+// validation with the example's message (masked: the variable is
+// sensitive); shards = 32 makes 32.
+func TestShardedConsumerExample(t *testing.T) {
+	const example = "../../examples/sharded-consumer.hcl"
+	const url = "amqps://consumer:pw-not-shown@mq.internal/orders"
+	t.Setenv("ELECTD_PG_DSN", "postgres://electd@db.internal/electd")
+	var stdout, stderr bytes.Buffer
+	if code := cmdCheck([]string{"-var", "queue_url=" + url, example}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "(16 jobs, 1 provider)") || !strings.Contains(stdout.String(), "sharded-consumer.00 ") || !strings.Contains(stdout.String(), " sharded-consumer.15\n") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+
+	opts := loadOptions([]string{example})
+	opts.Vars = []config.Var{{Name: "queue_url", Value: url}}
+	cfg, diags := config.Load([]string{example}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	if len(cfg.Jobs) != 16 {
+		t.Fatalf("%d jobs, want 16", len(cfg.Jobs))
+	}
+	for i, j := range cfg.Jobs {
+		key := fmt.Sprintf("%02d", i)
+		if j.Name != "sharded-consumer."+key || j.Block != "sharded-consumer" || j.Key != key {
+			t.Errorf("job %d is %q (block %q, key %q)", i, j.Name, j.Block, j.Key)
+		}
+		argv, err := j.Run.Command.Argv.Eval(config.Event{Token: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(argv, " "), "/usr/local/bin/consumer --queue "+url+" --shard "+key+" --shards 16 --fencing-token 7"; got != want {
+			t.Errorf("%s: command %q, want %q", j.Name, got, want)
+		}
+		env, _ := j.Run.Command.Env.Eval(config.Event{})
+		if env["SHARD"] != key {
+			t.Errorf("%s: env %v", j.Name, env)
+		}
+		if want := fmt.Sprintf("http://127.0.0.1:%d/healthz", 9100+i); j.Health == nil || j.Health.HTTP != want {
+			t.Errorf("%s: health %+v, want %s", j.Name, j.Health, want)
+		}
+	}
+	if !slices.Contains(cfg.Secrets, url) {
+		t.Error("the sensitive queue_url is not among the secrets")
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdCheck([]string{"-var", "queue_url=http://pw-not-shown@mq", example}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "The queue_url must be an amqp:// or amqps:// URL.") || strings.Contains(stderr.String(), "pw-not-shown") {
+		t.Errorf("a queue_url that is not amqp: exit %d\n%s", code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdCheck([]string{"-var", "queue_url=" + url, "-var", "shards=32", example}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "(32 jobs, 1 provider)") {
+		t.Errorf("shards=32: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
