@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -327,5 +329,80 @@ job "j" {
 	}
 	if got, want := strings.Join(argv(t, cfg, "j"), "|"), `a|b|["kept", "as text"]`; got != want {
 		t.Errorf("command %q, want %q", got, want)
+	}
+}
+
+// A sensitive value is masked in the snippets too, where a diagnostic
+// shows the line it was set on (a variable file, a default), with as many
+// '*' as it has bytes, so that the highlight stays on it.
+func TestSensitiveValueNotInSnippets(t *testing.T) {
+	src := `
+variable "queue_url" {
+  type      = string
+  sensitive = true
+  validation {
+    condition     = startswith(var.queue_url, "amqp://")
+    error_message = "The queue_url must be an amqp:// URL."
+  }
+}
+variable "token" {
+  type      = string
+  sensitive = true
+  default   = "http-default-s3cr3t-token"
+  validation {
+    condition     = startswith(var.token, "tok-")
+    error_message = "The token starts with tok-."
+  }
+}
+job "j" {
+  run {
+    command = ["/bin/consumer", var.queue_url, var.token]
+  }
+}
+`
+	const secret = "http://consumer:file-s3cr3t-pw@mq/orders"
+	varFile := writeFile(t, filepath.Join(t.TempDir(), "prod.electdvars"), []byte("queue_url = \""+secret+"\"\n"))
+	opts := testOpts
+	opts.Vars = []Var{{File: varFile}}
+	_, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if s := summaries(diags); len(s) != 2 || s[0] != "Invalid value for variable" || s[1] != "Invalid value for variable" {
+		t.Fatalf("diagnostics %q", s)
+	}
+	text := diagText(diags)
+	var js bytes.Buffer
+	if err := diags.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for what, out := range map[string]string{"text": text, "json": js.String()} {
+		if strings.Contains(out, "s3cr3t") {
+			t.Errorf("the %s output shows a sensitive value:\n%s", what, out)
+		}
+	}
+	for _, want := range []string{
+		`   1: queue_url = "` + strings.Repeat("*", len(secret)) + `"`,
+		`default   = "` + strings.Repeat("*", len("http-default-s3cr3t-token")) + `"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	var out struct {
+		Diagnostics []struct {
+			Snippet struct {
+				Code          string `json:"code"`
+				Start, End    int
+				HighlightFrom int `json:"highlight_start_offset"`
+				HighlightTo   int `json:"highlight_end_offset"`
+			} `json:"snippet"`
+		} `json:"diagnostics"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range out.Diagnostics {
+		sn := d.Snippet
+		if hl := sn.Code[sn.HighlightFrom:sn.HighlightTo]; strings.Trim(hl, `"*`) != "" {
+			t.Errorf("the highlight %q of %q is not the masked value", hl, sn.Code)
+		}
 	}
 }
