@@ -229,11 +229,11 @@ func (l *loader) assignVariables(paths []string) hcl.Diagnostics {
 		}
 	}
 	for _, f := range autoVarFiles(paths) {
-		diags = append(diags, l.readVarFile(f, false)...)
+		diags = append(diags, l.readVarFile(f)...)
 	}
 	for _, cv := range l.opts.Vars {
 		if cv.File != "" {
-			diags = append(diags, l.readVarFile(cv.File, true)...)
+			diags = append(diags, l.readVarFile(cv.File)...)
 			continue
 		}
 		v, ok := l.vars[cv.Name]
@@ -364,9 +364,10 @@ func autoVarFiles(paths []string) []string {
 
 // readVarFile sets the variables a variable file assigns. Its values are
 // literals, as in Terraform's .tfvars files. A name no variable block
-// declares is an error in a file given with -var-file, and a warning in an
-// *.auto.electdvars file, which may serve several configurations.
-func (l *loader) readVarFile(name string, given bool) hcl.Diagnostics {
+// declares is a warning, as in Terraform: a variable file may serve
+// several configurations (-var names one variable, and an undeclared one
+// is an error).
+func (l *loader) readVarFile(name string) hcl.Diagnostics {
 	f, diags := l.parseFile(name)
 	if diags.HasErrors() || f == nil {
 		return diags
@@ -382,14 +383,10 @@ func (l *loader) readVarFile(name string, given bool) hcl.Diagnostics {
 		a := attrs[n]
 		v, ok := l.vars[n]
 		if !ok {
-			severity := hcl.DiagWarning
-			if given {
-				severity = hcl.DiagError
-			}
 			diags = append(diags, &hcl.Diagnostic{
-				Severity: severity,
+				Severity: hcl.DiagWarning,
 				Summary:  "Value for undeclared variable",
-				Detail:   fmt.Sprintf("The file %s sets %q, but no variable %q is declared. Declare it with a variable %q {} block, or remove the line.", name, n, n, n),
+				Detail:   fmt.Sprintf("The file %s sets %q, but no variable %q is declared, so the value is not used. If you meant to use it, declare it with a variable %q {} block; otherwise remove the line (a file shared by several configurations may set what only some declare).", name, n, n, n),
 				Subject:  a.NameRange.Ptr(),
 			})
 			continue

@@ -229,16 +229,21 @@ job "consumer" {
 	}
 }
 
-// A var file given with -var-file that sets an undeclared variable is an
-// error; one that does not exist says so.
+// A var file given with -var-file that sets an undeclared variable is a
+// warning, as in Terraform (the file may serve several configurations),
+// and the rest of it is used; one that does not exist is an error that
+// names it.
 func TestVarFileProblems(t *testing.T) {
 	dir := t.TempDir()
-	bad := writeFile(t, filepath.Join(dir, "bad.electdvars"), []byte("nope = 1\n"))
+	shared := writeFile(t, filepath.Join(dir, "shared.electdvars"), []byte("nope = 1\na = \"from-file\"\n"))
 	opts := testOpts
-	opts.Vars = []Var{{File: bad}}
-	_, diags, _ := loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
-	if s := summaries(diags); len(s) != 1 || s[0] != "Value for undeclared variable" {
-		t.Errorf("diagnostics %q", s)
+	opts.Vars = []Var{{File: shared}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Value for undeclared variable" || diags.HasErrors() {
+		t.Errorf("diagnostics %q, want one warning\n%s", s, diagText(diags))
+	}
+	if cfg == nil || argv(t, cfg, "j")[0] != "from-file" {
+		t.Errorf("the declared variable of the file was not set")
 	}
 	opts.Vars = []Var{{File: filepath.Join(dir, "missing.electdvars")}}
 	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
