@@ -328,7 +328,10 @@ func (d *Diagnostics) finish(red *redact.Set) {
 	files := make(map[string]*hcl.File, len(d.files))
 	for name, f := range d.files {
 		c := *f
-		c.Bytes = sanitize(f.Bytes)
+		// The snippets show the source as written, but not a secret in
+		// it: a sensitive variable's value on a line of a variable
+		// file, a token written literally.
+		c.Bytes = red.Blank(sanitize(f.Bytes))
 		files[escape(name, false)] = &c
 	}
 	d.files = files

@@ -179,7 +179,7 @@ func stdlibFunctions() map[string]function.Function {
 		"jsondecode":      stdlib.JSONDecodeFunc,
 		"jsonencode":      stdlib.JSONEncodeFunc,
 		"keys":            stdlib.KeysFunc,
-		"length":          stdlib.LengthFunc,
+		"length":          lengthFunc(),
 		"log":             stdlib.LogFunc,
 		"lookup":          stdlib.LookupFunc,
 		"lower":           stdlib.LowerFunc,
@@ -289,4 +289,38 @@ func checkBound(v cty.Value, what string) error {
 		return fmt.Errorf("at most %d %s", maxGenerated, what)
 	}
 	return nil
+}
+
+// lengthFunc is Terraform's length: the number of elements of a
+// collection, or of characters of a string (go-cty's takes collections
+// only, and length(var.name) > 0 is the validation Terraform users write
+// first).
+func lengthFunc() function.Function {
+	return function.New(&function.Spec{
+		Description: "The number of elements of a collection, or of characters of a string.",
+		Params: []function.Parameter{{
+			Name:             "value",
+			Type:             cty.DynamicPseudoType,
+			AllowDynamicType: true,
+			AllowUnknown:     true,
+			AllowMarked:      true,
+		}},
+		Type: func(args []cty.Value) (cty.Type, error) {
+			ty := args[0].Type()
+			if ty == cty.String || ty == cty.DynamicPseudoType || ty.IsCollectionType() || ty.IsTupleType() || ty.IsObjectType() {
+				return cty.Number, nil
+			}
+			return cty.NilType, function.NewArgErrorf(0, "argument must be a string, a collection type, or a structural type")
+		},
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			v := args[0]
+			switch ty := v.Type(); {
+			case ty == cty.String:
+				return stdlib.Strlen(v)
+			case ty.IsObjectType():
+				return cty.NumberIntVal(int64(len(ty.AttributeTypes()))), nil
+			}
+			return stdlib.Length(v)
+		},
+	})
 }

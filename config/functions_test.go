@@ -57,3 +57,37 @@ func TestFunctionsAreBounded(t *testing.T) {
 		t.Errorf("range(3) and indent(2): %v", diags.Err())
 	}
 }
+
+// length counts a string's characters, as Terraform's does: a validation
+// such as length(var.name) > 0 is common.
+func TestLength(t *testing.T) {
+	for expr, want := range map[string]string{
+		`length("héllo")`:            "5",
+		`length(["a", "b"])`:         "2",
+		`length({ a = 1, b = 2 })`:   "2",
+		`length(toset(["a", "a"]))`:  "1",
+		`length(tomap({ a = "x" }))`: "1",
+		`length("")`:                 "0",
+	} {
+		p := filepath.Join(t.TempDir(), "f.hcl")
+		src := "job \"a\" {\n  run {\n    command = [\"echo\", tostring(" + expr + ")]\n  }\n}\n"
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, diags := Load([]string{p}, testOpts)
+		if diags.HasErrors() {
+			t.Errorf("%s: %v", expr, diags.Err())
+			continue
+		}
+		if got := argv(t, cfg, "a")[1]; got != want {
+			t.Errorf("%s = %s, want %s", expr, got, want)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "f.hcl")
+	if err := os.WriteFile(p, []byte("job \"a\" {\n  run {\n    command = [\"echo\", tostring(length(true))]\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := Load([]string{p}, testOpts); !diags.HasErrors() {
+		t.Error("length(true) was accepted")
+	}
+}

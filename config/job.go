@@ -205,7 +205,7 @@ func (l *loader) decodeJobBlock(block *hcl.Block, in *instance) (*jobDecl, hcl.D
 	defer l.endReads()
 	content, diags := block.Body.Content(jobSchema)
 	j := &jobDecl{DeclRange: block.DefRange, nameRange: block.LabelRanges[0], block: block, inst: in}
-	j.Name = in.name
+	j.Name, j.Block, j.Key = in.name, block.Labels[0], in.key
 	b := l.attrs(content.Attributes, block, &diags)
 
 	if a, ok := content.Attributes["provider"]; ok {

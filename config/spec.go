@@ -105,9 +105,12 @@ const (
 	DefaultHoldOff         = time.Minute
 )
 
-// Job is a `job "NAME"` block.
+// Job is a `job "NAME"` block, or one instance of a block with for_each.
 type Job struct {
-	Name       string
+	Name string
+	// Block is the label of the job block; Key is the instance's for_each
+	// key ("" without for_each): Name is Block + "." + Key.
+	Block, Key string
 	Provider   string // reference, "TYPE.NAME"; resolved even when omitted in the file
 	Mode       string // ModeLeader | ModeLock
 	TTL        time.Duration

@@ -59,6 +59,7 @@ var variableSchema = &hcl.BodySchema{
 		{Name: "default"},
 		{Name: "description"},
 		{Name: "sensitive"},
+		{Name: "nullable"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "validation"}},
 }
@@ -79,7 +80,14 @@ type variableDecl struct {
 	Default     cty.Value // cty.NilVal without a default
 	Description string
 	Sensitive   bool
+	// Nullable false: the value is never null; a null given is replaced
+	// by the default, or refused without one.
+	Nullable    bool
 	validations []validation
+	// hclMode: a value from the command line or the environment is an
+	// HCL expression (the type is given and not a string, number or
+	// bool), as in Terraform; otherwise it is taken as it is.
+	hclMode bool
 
 	// The value chosen, where it came from ("the default", "-var", a
 	// file's name) and its range in a file (nil from the command line or
@@ -122,14 +130,20 @@ func (l *loader) decodeVariableBlock(block *hcl.Block) (*variableDecl, hcl.Diagn
 		return nil, append(diags, errorf(block.LabelRanges[0], "Invalid variable name",
 			"A variable name must start with a letter or underscore and hold only letters, digits and underscores, so that expressions can refer to it as var.NAME."))
 	}
-	v := &variableDecl{Name: name, DeclRange: hcl.RangeBetween(block.DefRange, block.LabelRanges[0]), Type: cty.DynamicPseudoType}
+	v := &variableDecl{Name: name, DeclRange: hcl.RangeBetween(block.DefRange, block.LabelRanges[0]), Type: cty.DynamicPseudoType, Nullable: true}
 	if a, ok := content.Attributes["type"]; ok {
 		ty, defaults, d := typeexpr.TypeConstraintWithDefaults(a.Expr)
 		diags = append(diags, d...)
 		if !d.HasErrors() {
 			v.Type, v.defaults = ty, defaults
+			v.hclMode = !ty.IsPrimitiveType()
 		}
 		v.failed = d.HasErrors()
+	}
+	if a, ok := content.Attributes["nullable"]; ok {
+		n, d := literalValue(a, cty.Bool)
+		diags = append(diags, d...)
+		v.Nullable = !n.IsKnown() || n.IsNull() || n.True()
 	}
 	if a, ok := content.Attributes["description"]; ok {
 		desc, d := literalValue(a, cty.String)
@@ -151,11 +165,16 @@ func (l *loader) decodeVariableBlock(block *hcl.Block) (*variableDecl, hcl.Diagn
 		v.failed = v.failed || d.HasErrors()
 		if !d.HasErrors() && !v.failed {
 			conv, err := v.convert(val)
-			if err != nil {
+			switch {
+			case err != nil:
 				v.failed = true
 				diags = append(diags, errorf(a.Expr.Range(), "Invalid default value for variable",
 					"This default value does not fit the variable's type %s: %s.", typeexpr.TypeString(v.Type), err))
-			} else {
+			case conv.IsNull() && !v.Nullable:
+				v.failed = true
+				diags = append(diags, errorf(a.Expr.Range(), "Invalid default value for variable",
+					"A null default value is not valid when nullable = false. Give a default other than null, or remove the default to make the variable required."))
+			default:
 				v.Default, v.value, v.source, v.origin = conv, conv, "its default", a.Expr.Range().Ptr()
 			}
 		}
@@ -210,11 +229,11 @@ func (l *loader) assignVariables(paths []string) hcl.Diagnostics {
 		}
 	}
 	for _, f := range autoVarFiles(paths) {
-		diags = append(diags, l.readVarFile(f, false)...)
+		diags = append(diags, l.readVarFile(f)...)
 	}
 	for _, cv := range l.opts.Vars {
 		if cv.File != "" {
-			diags = append(diags, l.readVarFile(cv.File, true)...)
+			diags = append(diags, l.readVarFile(cv.File)...)
 			continue
 		}
 		v, ok := l.vars[cv.Name]
@@ -267,10 +286,10 @@ func (l *loader) sortedVars() []*variableDecl {
 // setRaw sets a variable from a string of the command line or the
 // environment: taken as it is for a variable of a primitive type or
 // without a type, as Terraform does, and parsed as an HCL expression (a
-// list, a map) for the others.
+// list, a map) for the others, any included.
 func (l *loader) setRaw(v *variableDecl, raw, source string) hcl.Diagnostics {
 	val := cty.StringVal(raw)
-	if !v.Type.IsPrimitiveType() && v.Type != cty.DynamicPseudoType {
+	if v.hclMode {
 		expr, diags := hclsyntax.ParseExpression([]byte(raw), source, hcl.InitialPos)
 		if !diags.HasErrors() {
 			val, diags = expr.Value(nil)
@@ -296,8 +315,29 @@ func (l *loader) set(v *variableDecl, val cty.Value, source string, origin *hcl.
 		return hcl.Diagnostics{errorf(subject, "Invalid value for input variable",
 			"The value %s gives var.%s does not fit its type %s: %s.", source, v.Name, typeexpr.TypeString(v.Type), err)}
 	}
+	if conv.IsNull() && !v.Nullable {
+		if v.Default == cty.NilVal {
+			v.failed = true
+			subject := v.DeclRange
+			if origin != nil {
+				subject = *origin
+			}
+			return hcl.Diagnostics{errorf(subject, "Required variable not set",
+				"%s sets var.%s to null, and the variable is declared with nullable = false and no default. Give it a value other than null.", capitalize(source), v.Name)}
+		}
+		// As Terraform does: a null for a variable that cannot be null
+		// means its default.
+		conv, source, origin = v.Default, "its default", nil
+	}
 	v.value, v.source, v.origin, v.failed = conv, source, origin, false
 	return nil
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // autoVarFiles are the *.auto.electdvars(.json) files of the directories
@@ -324,9 +364,10 @@ func autoVarFiles(paths []string) []string {
 
 // readVarFile sets the variables a variable file assigns. Its values are
 // literals, as in Terraform's .tfvars files. A name no variable block
-// declares is an error in a file given with -var-file, and a warning in an
-// *.auto.electdvars file, which may serve several configurations.
-func (l *loader) readVarFile(name string, given bool) hcl.Diagnostics {
+// declares is a warning, as in Terraform: a variable file may serve
+// several configurations (-var names one variable, and an undeclared one
+// is an error).
+func (l *loader) readVarFile(name string) hcl.Diagnostics {
 	f, diags := l.parseFile(name)
 	if diags.HasErrors() || f == nil {
 		return diags
@@ -342,14 +383,10 @@ func (l *loader) readVarFile(name string, given bool) hcl.Diagnostics {
 		a := attrs[n]
 		v, ok := l.vars[n]
 		if !ok {
-			severity := hcl.DiagWarning
-			if given {
-				severity = hcl.DiagError
-			}
 			diags = append(diags, &hcl.Diagnostic{
-				Severity: severity,
+				Severity: hcl.DiagWarning,
 				Summary:  "Value for undeclared variable",
-				Detail:   fmt.Sprintf("The file %s sets %q, but no variable %q is declared. Declare it with a variable %q {} block, or remove the line.", name, n, n, n),
+				Detail:   fmt.Sprintf("The file %s sets %q, but no variable %q is declared, so the value is not used. If you meant to use it, declare it with a variable %q {} block; otherwise remove the line (a file shared by several configurations may set what only some declare).", name, n, n, n),
 				Subject:  a.NameRange.Ptr(),
 			})
 			continue

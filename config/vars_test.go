@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,16 +229,21 @@ job "consumer" {
 	}
 }
 
-// A var file given with -var-file that sets an undeclared variable is an
-// error; one that does not exist says so.
+// A var file given with -var-file that sets an undeclared variable is a
+// warning, as in Terraform (the file may serve several configurations),
+// and the rest of it is used; one that does not exist is an error that
+// names it.
 func TestVarFileProblems(t *testing.T) {
 	dir := t.TempDir()
-	bad := writeFile(t, filepath.Join(dir, "bad.electdvars"), []byte("nope = 1\n"))
+	shared := writeFile(t, filepath.Join(dir, "shared.electdvars"), []byte("nope = 1\na = \"from-file\"\n"))
 	opts := testOpts
-	opts.Vars = []Var{{File: bad}}
-	_, diags, _ := loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
-	if s := summaries(diags); len(s) != 1 || s[0] != "Value for undeclared variable" {
-		t.Errorf("diagnostics %q", s)
+	opts.Vars = []Var{{File: shared}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Value for undeclared variable" || diags.HasErrors() {
+		t.Errorf("diagnostics %q, want one warning\n%s", s, diagText(diags))
+	}
+	if cfg == nil || argv(t, cfg, "j")[0] != "from-file" {
+		t.Errorf("the declared variable of the file was not set")
 	}
 	opts.Vars = []Var{{File: filepath.Join(dir, "missing.electdvars")}}
 	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": fiveVars}, opts)
@@ -256,5 +263,151 @@ func TestAutoVarFilePermissions(t *testing.T) {
 	_, diags := Load([]string{dir}, testOpts)
 	if s := summaries(diags); len(s) != 1 || s[0] != "Unsafe configuration file" {
 		t.Errorf("diagnostics %q, want the world-writable var file refused", s)
+	}
+}
+
+// nullable = false, as in Terraform: a null given for the variable means
+// its default, and is refused without one; a nullable variable keeps the
+// null it is given.
+func TestVariableNullable(t *testing.T) {
+	src := `
+variable "with_default" {
+  type     = string
+  nullable = false
+  default  = "dflt"
+}
+variable "required" {
+  type     = string
+  nullable = false
+}
+variable "may_be_null" {
+  type    = string
+  default = "x"
+}
+job "j" {
+  run {
+    command = [var.with_default, var.required, coalesce(var.may_be_null, "was-null")]
+  }
+}
+`
+	nulls := writeFile(t, filepath.Join(t.TempDir(), "nulls.electdvars"), []byte("with_default = null\nmay_be_null = null\n"))
+	opts := testOpts
+	opts.Vars = []Var{{File: nulls}, {Name: "required", Value: "given"}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	if got, want := strings.Join(argv(t, cfg, "j"), " "), "dflt given was-null"; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+
+	required := writeFile(t, filepath.Join(t.TempDir(), "required.electdvars"), []byte("required = null\n"))
+	opts.Vars = []Var{{File: required}}
+	_, diags, _ = loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if s := summaries(diags); len(s) != 1 || s[0] != "Required variable not set" {
+		t.Errorf("diagnostics %q, want the null refused\n%s", s, diagText(diags))
+	}
+	if text := diagText(diags); !strings.Contains(text, "required.electdvars line 1") {
+		t.Errorf("the diagnostic is not on the file's line:\n%s", text)
+	}
+}
+
+// A variable of type any, like one of a collection type, takes an HCL
+// expression from the command line and the environment, as in Terraform;
+// one without a type takes the text as it is.
+func TestVariableAnyFromCommandLine(t *testing.T) {
+	src := `
+variable "typed_any" { type = any }
+variable "untyped" {}
+job "j" {
+  run {
+    command = concat(var.typed_any, [var.untyped])
+  }
+}
+`
+	t.Setenv("ELECTD_VAR_untyped", `["kept", "as text"]`)
+	opts := testOpts
+	opts.Vars = []Var{{Name: "typed_any", Value: `["a", "b"]`}}
+	cfg, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diagText(diags))
+	}
+	if got, want := strings.Join(argv(t, cfg, "j"), "|"), `a|b|["kept", "as text"]`; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+}
+
+// A sensitive value is masked in the snippets too, where a diagnostic
+// shows the line it was set on (a variable file, a default), with as many
+// '*' as it has bytes, so that the highlight stays on it.
+func TestSensitiveValueNotInSnippets(t *testing.T) {
+	src := `
+variable "queue_url" {
+  type      = string
+  sensitive = true
+  validation {
+    condition     = startswith(var.queue_url, "amqp://")
+    error_message = "The queue_url must be an amqp:// URL."
+  }
+}
+variable "token" {
+  type      = string
+  sensitive = true
+  default   = "http-default-s3cr3t-token"
+  validation {
+    condition     = startswith(var.token, "tok-")
+    error_message = "The token starts with tok-."
+  }
+}
+job "j" {
+  run {
+    command = ["/bin/consumer", var.queue_url, var.token]
+  }
+}
+`
+	const secret = "http://consumer:file-s3cr3t-pw@mq/orders"
+	varFile := writeFile(t, filepath.Join(t.TempDir(), "prod.electdvars"), []byte("queue_url = \""+secret+"\"\n"))
+	opts := testOpts
+	opts.Vars = []Var{{File: varFile}}
+	_, diags, _ := loadSrc(t, map[string]string{"main.hcl": src}, opts)
+	if s := summaries(diags); len(s) != 2 || s[0] != "Invalid value for variable" || s[1] != "Invalid value for variable" {
+		t.Fatalf("diagnostics %q", s)
+	}
+	text := diagText(diags)
+	var js bytes.Buffer
+	if err := diags.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for what, out := range map[string]string{"text": text, "json": js.String()} {
+		if strings.Contains(out, "s3cr3t") {
+			t.Errorf("the %s output shows a sensitive value:\n%s", what, out)
+		}
+	}
+	for _, want := range []string{
+		`   1: queue_url = "` + strings.Repeat("*", len(secret)) + `"`,
+		`default   = "` + strings.Repeat("*", len("http-default-s3cr3t-token")) + `"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	var out struct {
+		Diagnostics []struct {
+			Snippet struct {
+				Code          string `json:"code"`
+				Start, End    int
+				HighlightFrom int `json:"highlight_start_offset"`
+				HighlightTo   int `json:"highlight_end_offset"`
+			} `json:"snippet"`
+		} `json:"diagnostics"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range out.Diagnostics {
+		sn := d.Snippet
+		if hl := sn.Code[sn.HighlightFrom:sn.HighlightTo]; strings.Trim(hl, `"*`) != "" {
+			t.Errorf("the highlight %q of %q is not the masked value", hl, sn.Code)
+		}
 	}
 }

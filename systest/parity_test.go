@@ -157,6 +157,54 @@ job "consumer" {
 job "consumer" {
   for_each = ["a", "b"]
 }`},
+		{name: "variable of the wrong type", env: []string{"ELECTD_VAR_shards=sixteen"}, src: agentOff + `
+variable "shards" {
+  type = number
+}
+job "consumer" {
+  for_each = toset(range(var.shards))
+}`},
+		{name: "variable set to null that cannot be", env: []string{`ELECTD_VAR_zones=null`}, src: agentOff + `
+variable "zones" {
+  type     = list(string)
+  nullable = false
+}
+job "consumer" {
+  for_each = toset(var.zones)
+}`},
+		{name: "unknown local", src: agentOff + `
+job "consumer" {
+  for_each = local.shards
+}`},
+		{name: "duplicate expanded names", src: agentOff + `
+job "consumer" {
+  for_each = toset(["eu", "us"])
+}
+job "consumer.eu" {}`},
+		{name: "map of objects, nullable and a typed any", valid: true, env: []string{`ELECTD_VAR_extra=["--verbose"]`}, src: agentOff + `
+variable "regions" {
+  type = map(object({
+    queue  = string
+    weight = optional(number, 1)
+  }))
+  default = {
+    eu = { queue = "amqp://eu.internal/q" }
+    us = { queue = "amqp://us.internal/q", weight = 3 }
+  }
+}
+variable "extra" {
+  type     = any
+  nullable = false
+}
+job "consumer" {
+  for_each = var.regions
+  ttl      = "15s"
+  prefer   = { zone = each.key }
+  run {
+    command = concat(["sleep", "600", each.value.queue, tostring(each.value.weight)], var.extra)
+    env     = { REGION = each.key }
+  }
+}`},
 		{name: "all interfaces without a token", src: `
 agent {
   listen = "0.0.0.0:1"

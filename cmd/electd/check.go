@@ -48,8 +48,37 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if !*asJSON {
 		fmt.Fprintf(stdout, "Success! The configuration is valid (%s, %s).\n",
 			plural(len(cfg.Jobs), "job"), plural(len(cfg.Providers), "provider"))
+		writeInstances(stdout, cfg.Jobs)
 	}
 	return 0
+}
+
+// writeInstances lists the instances of each job block with for_each, by
+// name, in the order the agent runs them: what the block expanded to.
+func writeInstances(w io.Writer, jobs []config.Job) {
+	var blocks []string
+	names := map[string][]string{}
+	for _, j := range jobs {
+		if j.Key == "" {
+			continue
+		}
+		if _, ok := names[j.Block]; !ok {
+			blocks = append(blocks, j.Block)
+		}
+		names[j.Block] = append(names[j.Block], j.Name)
+	}
+	for _, b := range blocks {
+		fmt.Fprintf(w, "\njob %q (for_each): %s\n", b, plural(len(names[b]), "instance"))
+		line := " "
+		for _, n := range names[b] {
+			if len(line)+1+len(n) > 100 {
+				fmt.Fprintln(w, line)
+				line = " "
+			}
+			line += " " + n
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 func plural(n int, what string) string {

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/electd/electd/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -184,7 +188,8 @@ job "c" {
 		code int
 		out  string
 	}{
-		{[]string{"-var", "shards=3"}, 0, "Success! The configuration is valid (3 jobs, 1 provider)."},
+		{[]string{"-var", "shards=3"}, 0, "Success! The configuration is valid (3 jobs, 1 provider).\n\njob \"c\" (for_each): 3 instances\n  c.0 c.1 c.2\n"},
+		{[]string{"-var", "shards=12"}, 1, "At most 8 shards."},
 		{[]string{"-var-file", varFile}, 1, "At most 8 shards."},
 		{[]string{"-var-file", varFile, "-var", "shards=2"}, 0, "(2 jobs, 1 provider)"},
 		{[]string{"-var", "shards=2", "-var-file", varFile}, 1, "set by the file " + varFile},
@@ -197,5 +202,102 @@ job "c" {
 		if out := stdout.String() + stderr.String(); code != tc.code || !strings.Contains(out, tc.out) {
 			t.Errorf("check %v: exit %d, want %d with %q:\n%s", tc.args, code, tc.code, tc.out, out)
 		}
+	}
+}
+
+// TestCheckListsInstances: check names the instances each block with
+// for_each expands to, in the order the agent runs them, and wraps a long
+// list; blocks without for_each are not listed.
+func TestCheckListsInstances(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.hcl")
+	if err := os.WriteFile(path, []byte(`
+job "plain" {}
+job "shard" {
+  for_each = toset(range(16))
+}
+job "region" {
+  for_each = { us = 1, eu = 2 }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := cmdCheck([]string{path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	want := `Success! The configuration is valid (19 jobs, 1 provider).
+
+job "shard" (for_each): 16 instances
+  shard.0 shard.1 shard.2 shard.3 shard.4 shard.5 shard.6 shard.7 shard.8 shard.9 shard.10 shard.11
+  shard.12 shard.13 shard.14 shard.15
+
+job "region" (for_each): 2 instances
+  region.eu region.us
+`
+	if stdout.String() != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+}
+
+// TestShardedConsumerExample: examples/sharded-consumer.hcl, with its
+// variables given as its header says, is 16 instances that each get their
+// own shard in every attribute; a queue URL that is not amqp:// fails its
+// validation with the example's message (masked: the variable is
+// sensitive); shards = 32 makes 32.
+func TestShardedConsumerExample(t *testing.T) {
+	const example = "../../examples/sharded-consumer.hcl"
+	const url = "amqps://consumer:pw-not-shown@mq.internal/orders"
+	t.Setenv("ELECTD_PG_DSN", "postgres://electd@db.internal/electd")
+	var stdout, stderr bytes.Buffer
+	if code := cmdCheck([]string{"-var", "queue_url=" + url, example}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "(16 jobs, 1 provider)") || !strings.Contains(stdout.String(), "sharded-consumer.00 ") || !strings.Contains(stdout.String(), " sharded-consumer.15\n") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+
+	opts := loadOptions([]string{example})
+	opts.Vars = []config.Var{{Name: "queue_url", Value: url}}
+	cfg, diags := config.Load([]string{example}, opts)
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	if len(cfg.Jobs) != 16 {
+		t.Fatalf("%d jobs, want 16", len(cfg.Jobs))
+	}
+	for i, j := range cfg.Jobs {
+		key := fmt.Sprintf("%02d", i)
+		if j.Name != "sharded-consumer."+key || j.Block != "sharded-consumer" || j.Key != key {
+			t.Errorf("job %d is %q (block %q, key %q)", i, j.Name, j.Block, j.Key)
+		}
+		argv, err := j.Run.Command.Argv.Eval(config.Event{Token: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(argv, " "), "/usr/local/bin/consumer --queue "+url+" --shard "+key+" --shards 16 --fencing-token 7"; got != want {
+			t.Errorf("%s: command %q, want %q", j.Name, got, want)
+		}
+		env, _ := j.Run.Command.Env.Eval(config.Event{})
+		if env["SHARD"] != key {
+			t.Errorf("%s: env %v", j.Name, env)
+		}
+		if want := fmt.Sprintf("http://127.0.0.1:%d/healthz", 9100+i); j.Health == nil || j.Health.HTTP != want {
+			t.Errorf("%s: health %+v, want %s", j.Name, j.Health, want)
+		}
+	}
+	if !slices.Contains(cfg.Secrets, url) {
+		t.Error("the sensitive queue_url is not among the secrets")
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdCheck([]string{"-var", "queue_url=http://pw-not-shown@mq", example}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "The queue_url must be an amqp:// or amqps:// URL.") || strings.Contains(stderr.String(), "pw-not-shown") {
+		t.Errorf("a queue_url that is not amqp: exit %d\n%s", code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdCheck([]string{"-var", "queue_url=" + url, "-var", "shards=32", example}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "(32 jobs, 1 provider)") {
+		t.Errorf("shards=32: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

@@ -39,7 +39,7 @@ func commands() []cmdSpec {
 			}},
 		{name: "fmt", run: cmdFmt, operands: "[PATH...]", max: anyNumber, complete: completePaths,
 			summary: "rewrite configuration files in canonical format",
-			about:   "Rewrite the *.hcl files at each PATH (a file or a directory; default the current directory; \"-\" reads stdin and writes stdout) in canonical format, and list the files it changed.",
+			about:   "Rewrite the *.hcl and *.electdvars files at each PATH (a file or a directory; default the current directory; \"-\" reads stdin and writes stdout) in canonical format, and list the files it changed.",
 			flags: []flagSpec{
 				{"check", boolFlag, false, "write nothing; list the files that are not formatted and exit 1 if any"},
 				{"diff", boolFlag, false, "print the changes as a unified diff"},

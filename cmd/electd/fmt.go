@@ -65,8 +65,9 @@ type formatter struct {
 	failed, changed    bool
 }
 
-// hclFiles is the file itself, or the *.hcl files of a directory (not
-// *.hcl.json: JSON has its own formatters).
+// hclFiles is the file itself, or the *.hcl and *.electdvars files of a
+// directory, as terraform fmt takes .tf and .tfvars (not *.hcl.json nor
+// *.electdvars.json: JSON has its own formatters).
 func hclFiles(path string) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -81,7 +82,7 @@ func hclFiles(path string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".hcl") {
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".hcl") || strings.HasSuffix(e.Name(), ".electdvars")) {
 			out = append(out, filepath.Join(path, e.Name()))
 		}
 	}

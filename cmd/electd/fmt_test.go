@@ -161,3 +161,26 @@ func TestFmtHostileInput(t *testing.T) {
 		t.Errorf("fmt - of deep nesting: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestFmtVarFiles: a directory's variable files are formatted with its
+// configuration, as terraform fmt does .tfvars; JSON ones are left alone.
+func TestFmtVarFiles(t *testing.T) {
+	dir := t.TempDir()
+	vars := filepath.Join(dir, "prod.auto.electdvars")
+	js := filepath.Join(dir, "more.auto.electdvars.json")
+	if err := os.WriteFile(vars, []byte("shards=4\nqueue_url   =  \"amqp://q\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(js, []byte(`{"shards":   4}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := fmtRun(t, "", dir); code != 0 || out != vars+"\n" {
+		t.Errorf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(vars); string(got) != "shards    = 4\nqueue_url = \"amqp://q\"\n" {
+		t.Errorf("formatted:\n%s", got)
+	}
+	if got, _ := os.ReadFile(js); string(got) != `{"shards":   4}` {
+		t.Errorf("the JSON file changed: %s", got)
+	}
+}

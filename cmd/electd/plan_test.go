@@ -275,6 +275,13 @@ job "shard" {
 	code, out, errOut = runCLI("plan", "-addr", url, "-config", path, "-var", "shards=x")
 	check("plan -var shards=x", code, planError, out+errOut, "Invalid value for input variable")
 
+	// Judged by the agent: the error says what to change, not only what
+	// is wrong, and the running configuration stays.
+	code, out, errOut = runCLI("plan", "-addr", url, "-var", "shards=x")
+	check("plan -var shards=x (the agent's verdict)", code, planError, out+errOut, "electd.hcl:11: Invalid value for input variable: The value -var gives var.shards does not fit its type number: a number is required.")
+	code, out, errOut = runCLI("reload", "-addr", url, "-var", "shards=x")
+	check("reload -var shards=x", code, 1, out+errOut, "keeps running the previous one", "does not fit its type number")
+
 	code, out, errOut = runCLI("reload", "-addr", url, "-var", "shards=4")
 	check("reload -var shards=4", code, 0, out+errOut, "  + shard.2\n", "  + shard.3\n", "Reloaded: 2 added, 0 restarted, 0 removed, 2 kept")
 	// A reload without -var (SIGHUP's) keeps the 4.

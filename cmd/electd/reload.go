@@ -131,7 +131,10 @@ func (r *reloader) lastReload() *api.ReloadStatus {
 	return r.last
 }
 
-// diagSummary is one line per error, without source snippets.
+// diagSummary is the errors on one line, each with its file and line,
+// summary and detail (what to change: which type a variable wants, the
+// error_message of a validation), without source snippets. The detail is
+// masked as every diagnostic is.
 func diagSummary(d *config.Diagnostics) string {
 	var lines []string
 	for _, diag := range d.All() {
@@ -142,7 +145,11 @@ func diagSummary(d *config.Diagnostics) string {
 		if diag.Subject != nil {
 			where = fmt.Sprintf("%s:%d: ", diag.Subject.Filename, diag.Subject.Start.Line)
 		}
-		lines = append(lines, where+diag.Summary)
+		line := where + diag.Summary
+		if detail := strings.Join(strings.Fields(diag.Detail), " "); detail != "" {
+			line += ": " + detail
+		}
+		lines = append(lines, line)
 	}
 	return strings.Join(lines, "; ")
 }

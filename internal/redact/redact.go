@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/url"
@@ -146,6 +147,41 @@ func (s *Set) String(text string) string {
 	}
 	b.WriteString(text[at:])
 	return b.String()
+}
+
+// Blank returns b with every byte that belongs to an occurrence of a
+// secret replaced by '*', and the same length: source text whose offsets
+// must stay where they are (a diagnostic's snippet and its highlight). b
+// itself is not changed.
+func (s *Set) Blank(b []byte) []byte {
+	if s == nil {
+		return b
+	}
+	cur := s.secrets.Load()
+	if cur == nil {
+		return b
+	}
+	var out []byte
+	text := string(b)
+	for _, v := range *cur {
+		for i := 0; ; {
+			j := strings.Index(text[i:], v)
+			if j < 0 {
+				break
+			}
+			if out == nil {
+				out = bytes.Clone(b)
+			}
+			for k := i + j; k < i+j+len(v); k++ {
+				out[k] = '*'
+			}
+			i += j + 1
+		}
+	}
+	if out == nil {
+		return b
+	}
+	return out
 }
 
 // Writer returns a writer that redacts each write before passing it to w.

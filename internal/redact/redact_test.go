@@ -98,3 +98,25 @@ func TestConcurrentAdd(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// Blank masks as String does, byte for byte, keeping the length and
+// leaving its argument alone.
+func TestBlank(t *testing.T) {
+	s := New("hunter22", "abcdef", "cdefgh", "ab")
+	in := []byte(`pw = "hunter22" # xabcdefghx ab`)
+	orig := string(in)
+	got := s.Blank(in)
+	if want := `pw = "********" # x********x ab`; string(got) != want {
+		t.Errorf("Blank = %q, want %q", got, want)
+	}
+	if string(in) != orig {
+		t.Errorf("Blank changed its argument to %q", in)
+	}
+	if clean := []byte("nothing secret"); &s.Blank(clean)[0] != &clean[0] {
+		t.Error("Blank copied text without secrets")
+	}
+	var none *Set
+	if got := none.Blank([]byte("x")); string(got) != "x" {
+		t.Errorf("nil Set: %q", got)
+	}
+}
