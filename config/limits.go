@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/electd/electd/internal/timing"
 )
 
 // HolderReserve is what the agent adds to the node_id in a lease's holder:
@@ -55,6 +57,20 @@ func checkLimits(a *agentDecl, jobs []*jobDecl, provs []*providerDecl) hcl.Diagn
 			if err := lim.CheckTTL(j.TTL); err != nil {
 				d := errorf(j.ttlRange, "Invalid ttl for "+p.Type,
 					"The ttl of a job on provider %s is refused by the store: %s (the store accepts %s).", p.Ref(), err, describeTTL(lim.MinTTL, lim.MaxTTL, lim.TTLStep))
+				if key := fmt.Sprint(d.Subject, d.Detail); !seen[key] {
+					seen[key] = true
+					diags = append(diags, d)
+				}
+			}
+		}
+		if lim.Failover > 0 && j.ttlOK {
+			// A renewal due as the store loses its leader may wait what is
+			// left of the window after renew_every.
+			if left := timing.Budget(j.TTL) - j.StopTimeout() - KillMargin - j.RenewEvery; left < lim.Failover {
+				d := &hcl.Diagnostic{Severity: hcl.DiagWarning, Subject: j.ttlRange.Ptr(),
+					Summary: "Term shorter than the store's failover",
+					Detail: fmt.Sprintf("Provider %s is a cluster: %s, and no renewal succeeds meanwhile. A renewal due then can wait %s (ttl × 0.99 − stop_timeout − %s − renew_every), so losing the store's leader can end this job's term and move the job. Leave at least %s: raise ttl, or lower stop_timeout or renew_every.",
+						p.Ref(), lim.FailoverWhy, left.Round(time.Millisecond), KillMargin, lim.Failover)}
 				if key := fmt.Sprint(d.Subject, d.Detail); !seen[key] {
 					seen[key] = true
 					diags = append(diags, d)

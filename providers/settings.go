@@ -85,6 +85,14 @@ type Limits struct {
 	// key or a holder (characters it refuses, reserved names), checked
 	// after the length.
 	Key, Holder func(string) error
+	// Failover, for a store configured as a cluster, is how long it may
+	// take with its default settings to replace a lost leader of its own,
+	// during which no renewal succeeds; FailoverWhy says so in a sentence.
+	// Zero for a single server, or where the store's settings are not
+	// known here. `electd check` warns for a job whose renewal window is
+	// shorter (config).
+	Failover    time.Duration
+	FailoverWhy string
 }
 
 // Check checks one lease request (an Acquire) against the limits: its ttl,

@@ -70,8 +70,17 @@ func Type() providers.Type {
 	}
 }
 
-// Limits bound keys and holders.
-func (s *Settings) Limits() providers.Limits { return limits }
+// Limits bound keys and holders. A cluster (more than one endpoint) takes
+// up to 2 s to elect a new leader with etcd's default --election-timeout
+// of 1 s (randomised up to twice that).
+func (s *Settings) Limits() providers.Limits {
+	l := limits
+	if distinctCount(s.Endpoints) > 1 {
+		l.Failover = 2 * time.Second
+		l.FailoverWhy = "etcd elects a new leader up to 2 s after losing one (the default --election-timeout of 1 s, randomised up to twice that)"
+	}
+	return l
+}
 
 // Secrets are the password.
 func (s *Settings) Secrets() []string { return []string{s.Password} }

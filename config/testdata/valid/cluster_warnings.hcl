@@ -56,11 +56,45 @@ provider "nats" "r3" {
   replicas = 3
 }
 
+provider "etcd" "one" {
+  endpoints = ["10.0.0.1:2379"]
+}
+
 provider "nats" "one" {
   servers = ["nats://10.0.0.1:4222"]
 }
 
 job "consumer" {
   provider = sql.pg_rw
+  run { command = ["consume"] }
+}
+
+# A job whose renewal window is shorter than the cluster's own failover: a
+# renewal due as etcd elects a new leader may wait 1.37 s of the 2 s.
+job "fast" {
+  provider     = etcd.three
+  ttl          = "3s" # WARNING: Term shorter than the store's failover
+  renew_every  = "500ms"
+  run {
+    command      = ["consume"]
+    stop_timeout = "1s"
+  }
+}
+
+# The same on one etcd server, and with a longer ttl on the cluster: no
+# warning.
+job "fast_single" {
+  provider    = etcd.one
+  ttl         = "3s"
+  renew_every = "500ms"
+  run {
+    command      = ["consume"]
+    stop_timeout = "1s"
+  }
+}
+
+job "safe" {
+  provider = etcd.three
+  ttl      = "15s"
   run { command = ["consume"] }
 }
