@@ -18,10 +18,19 @@ import (
 // which nothing may move is one defined by events: a number of membership
 // views taken by every agent (each view is a balance decision).
 
+// lifeSlots is how many fleet tests run at once: each runs three agents
+// that mostly wait for membership views, so two at a time halve the
+// package's time without loading the machine enough to slow the views.
+var lifeSlots = make(chan struct{}, 2)
+
 // lifeStores runs f on each store the fleet tests use, with its provider
 // block: a SQLite file of the test's own, or a table of the test's own on
-// the machine's PostgreSQL ($ELECTD_TEST_POSTGRES_DSN).
+// the machine's PostgreSQL ($ELECTD_TEST_POSTGRES_DSN). The test runs in
+// parallel with the other fleet tests, two at a time.
 func lifeStores(t *testing.T, f func(t *testing.T, provider string)) {
+	t.Parallel()
+	lifeSlots <- struct{}{}
+	defer func() { <-lifeSlots }()
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
 			var block string
