@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"math/big"
 	"regexp"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
-	"github.com/electd/electd/providers"
+	"github.com/electd/electd/internal/attr"
 )
 
 // eventAttrs is how diagnostics name the attributes that may use `event`.
@@ -66,25 +65,40 @@ func (b attrs) value(name string, want cty.Type) (cty.Value, *hcl.Attribute) {
 	if d.HasErrors() {
 		return cty.UnknownVal(want), a
 	}
-	v, err := convert.Convert(v, want)
-	if err != nil {
-		b.add(errorf(a.Expr.Range(), "Incorrect attribute value type",
-			"Inappropriate value for attribute %q: %s.", name, err))
-		return cty.UnknownVal(want), a
-	}
-	if !v.IsKnown() {
+	v, ok = b.convert(name, a, v, want)
+	if !ok || !v.IsKnown() {
 		return cty.UnknownVal(want), a
 	}
 	return v, a
 }
 
-func (b attrs) str(name, def string) string {
-	v, _ := b.value(name, cty.String)
-	if v.IsNull() || !v.IsKnown() {
-		return def
+// convert converts an attribute's value to want, or reports why it cannot.
+func (b attrs) convert(name string, a *hcl.Attribute, v cty.Value, want cty.Type) (cty.Value, bool) {
+	v, err := convert.Convert(v, want)
+	if err != nil {
+		b.add(errorf(a.Expr.Range(), "Incorrect attribute value type",
+			"Inappropriate value for attribute %q: %s.", name, err))
+		return cty.UnknownVal(want), false
 	}
-	return v.AsString()
+	return v, true
 }
+
+// source is the block as internal/attr reads it: the conversions of a value
+// to a Go value and their diagnostics are shared with provider blocks; what
+// is config's own is how a value is got (evaluated here, references checked).
+type source struct{ b attrs }
+
+func (s source) Value(name string, want cty.Type) cty.Value {
+	v, _ := s.b.value(name, want)
+	return v
+}
+
+// Error is only called on a value, so the attribute is written.
+func (s source) Error(name, summary, detail string) {
+	s.b.add(errorf(s.b.a[name].Expr.Range(), summary, "%s", detail))
+}
+
+func (b attrs) str(name, def string) string { return attr.String(source{b}, name, def) }
 
 // has reports whether the attribute is written.
 func (b attrs) has(name string) bool {
@@ -106,103 +120,27 @@ func (b attrs) known(name string) bool {
 	return !d.HasErrors() && v.IsWhollyKnown()
 }
 
-// line is a string attribute holding one line: a newline or another control
-// character is refused. A token read with file() keeps the file's trailing
-// newline, and would make every request fail without a word.
-func (b attrs) line(name, def string) string {
-	v, a := b.value(name, cty.String)
-	if v.IsNull() || !v.IsKnown() {
-		return def
-	}
-	s := v.AsString()
-	b.checkLine(name, a, s)
-	return s
-}
+// line is a string attribute holding one line (attr.Line).
+func (b attrs) line(name, def string) string { return attr.Line(source{b}, name, def) }
 
-func (b attrs) checkLine(name string, a *hcl.Attribute, s string) {
-	if detail := providers.NotOneLine(name, s); detail != "" {
-		b.add(errorf(a.Expr.Range(), "Invalid "+name, "%s", detail))
-	}
-}
-
-// enum is a string attribute that must be one of allowed. The value itself is
-// not repeated in the detail: it may have come from env().
+// enum is a string attribute that must be one of allowed.
 func (b attrs) enum(name, def string, allowed ...string) string {
-	v, a := b.value(name, cty.String)
-	if v.IsNull() || !v.IsKnown() {
-		return def
-	}
-	s := v.AsString()
-	for _, x := range allowed {
-		if s == x {
-			return s
-		}
-	}
-	b.add(errorf(a.Expr.Range(), "Invalid "+name,
-		"The %s must be one of %s.", name, quoteList(allowed)))
-	return def
+	return attr.Enum(source{b}, name, def, allowed...)
 }
 
-func (b attrs) boolean(name string, def bool) bool {
-	v, _ := b.value(name, cty.Bool)
-	if v.IsNull() || !v.IsKnown() {
-		return def
-	}
-	return v.True()
-}
+func (b attrs) boolean(name string, def bool) bool { return attr.Bool(source{b}, name, def) }
 
-func (b attrs) integer(name string, def int) (int, bool) {
-	v, a := b.value(name, cty.Number)
-	if v.IsNull() || !v.IsKnown() {
-		return def, v.IsNull()
-	}
-	bf := v.AsBigFloat()
-	i, acc := bf.Int64()
-	if acc != big.Exact || i > 1<<31 || i < -(1<<31) {
-		b.add(errorf(a.Expr.Range(), "Invalid number", "The %s must be a whole number.", name))
-		return def, false
-	}
-	return int(i), true
-}
-
-func (b attrs) strList(name string) []string {
-	v, a := b.value(name, cty.List(cty.String))
-	if v.IsNull() || !v.IsKnown() {
-		return nil
-	}
-	var out []string
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		if e.IsNull() || !e.IsKnown() {
-			b.add(errorf(a.Expr.Range(), "Invalid list element", "The elements of %s must not be null.", name))
-			return nil
-		}
-		out = append(out, e.AsString())
-	}
-	return out
+// integer is a whole number; ok is false when it is written but unknown or
+// invalid. Each attribute's own bounds are checked by its caller, which says
+// what the number counts.
+func (b attrs) integer(name string, def int) (n int, ok bool) {
+	return attr.Int(source{b}, name, def, attr.MinInt, attr.MaxInt)
 }
 
 // duration is a Go duration string; negative durations are rejected.
-// ok is false when the attribute was set but invalid.
+// ok is false when the attribute was set but is unknown or invalid.
 func (b attrs) duration(name string, def time.Duration) (d time.Duration, ok bool) {
-	v, a := b.value(name, cty.String)
-	if v.IsNull() {
-		return def, true
-	}
-	if !v.IsKnown() {
-		return def, false
-	}
-	d, err := time.ParseDuration(v.AsString())
-	if err != nil {
-		b.add(errorf(a.Expr.Range(), "Invalid duration",
-			"The %s must be a Go duration string such as \"500ms\", \"30s\", \"5m\" or \"1h30m\".", name))
-		return def, false
-	}
-	if d < 0 {
-		b.add(errorf(a.Expr.Range(), "Invalid duration", "The %s must not be negative.", name))
-		return def, false
-	}
-	return d, true
+	return attr.Duration(source{b}, name, def, false)
 }
 
 // eventValue checks an expression that is evaluated when an action fires:
@@ -227,10 +165,8 @@ func (b attrs) eventValue(name string, want cty.Type) (expr, cty.Value, *hcl.Att
 	if d.HasErrors() {
 		return x, cty.UnknownVal(want), a
 	}
-	v, err := convert.Convert(v, want)
-	if err != nil {
-		b.add(errorf(a.Expr.Range(), "Incorrect attribute value type",
-			"Inappropriate value for attribute %q: %s.", name, err))
+	v, ok = b.convert(name, a, v, want)
+	if !ok {
 		return x, cty.UnknownVal(want), a
 	}
 	if v.IsNull() {
@@ -291,9 +227,9 @@ func eventAttrList() string {
 }
 
 // quoteList is `"a", "b" or "c"`.
-func quoteList(xs []string) string { return joinQuoted(xs, "or") }
+func quoteList(xs []string) string { return attr.JoinQuoted(xs, "or") }
 
-func joinQuoted(xs []string, conj string) string { return providers.JoinQuoted(xs, conj) }
+func joinQuoted(xs []string, conj string) string { return attr.JoinQuoted(xs, conj) }
 
 // TagNode is the tag every node has: its node_id.
 const TagNode = "node"
@@ -326,7 +262,7 @@ func (b attrs) tags(name string) map[string]string {
 			continue
 		}
 		val := e.AsString()
-		if detail := providers.NotOneLine(name+"."+key, val); detail != "" {
+		if detail := attr.NotOneLine(name+"."+key, val); detail != "" {
 			b.add(errorf(a.Expr.Range(), "Invalid tag value", "%s", detail))
 			continue
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/electd/electd/providers"
+	"github.com/electd/electd/internal/attr"
 )
 
 // DefaultRestartWait is the pause between restarts of a run command.
@@ -614,9 +614,10 @@ func (l *loader) decodeWebhookBlock(block *hcl.Block) (*Webhook, hcl.Diagnostics
 	if ua != nil && u.IsKnown() && !u.IsNull() {
 		// The URL is not repeated in the detail: it may carry a token.
 		pu, err := url.Parse(u.AsString())
+		line := attr.NotOneLine("url", u.AsString())
 		switch {
-		case providers.NotOneLine("url", u.AsString()) != "":
-			b.checkLine("url", ua, u.AsString())
+		case line != "":
+			diags = append(diags, errorf(ua.Expr.Range(), "Invalid url", "%s", line))
 		case err != nil:
 			diags = append(diags, errorf(ua.Expr.Range(), "Invalid webhook URL", "The url is not a valid URL."))
 		case pu.Scheme != "http" && pu.Scheme != "https":

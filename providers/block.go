@@ -2,14 +2,13 @@ package providers
 
 import (
 	"fmt"
-	"math/big"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/electd/electd/internal/attr"
 )
 
 // Block is a provider block decoded by its Type's Spec, as the Type's Decode
@@ -109,120 +108,44 @@ func (b *Block) Check(err error) {
 	}
 }
 
+// The accessors below are internal/attr's conversions, shared with the
+// configuration's own blocks; what is the Block's own is where a value comes
+// from (the decoded object) and where its diagnostics point.
+
+// source is the Block as internal/attr reads it.
+type source struct{ b *Block }
+
+// Value ignores want: the Spec already gave the attribute its type.
+func (s source) Value(name string, _ cty.Type) cty.Value { return s.b.get(name) }
+
+func (s source) Error(name, summary, detail string) { s.b.add(hcl.DiagError, name, summary, detail) }
+
 // String is a string attribute holding one line: a newline or another
 // control character is refused (a token read with file() keeps the file's
 // trailing newline; trimspace(file(...)) removes it).
-func (b *Block) String(name, def string) string {
-	v := b.get(name)
-	if v.IsNull() || !v.IsKnown() || !v.Type().Equals(cty.String) {
-		return def
-	}
-	s := v.AsString()
-	b.checkLine(name, s)
-	return s
-}
-
-func (b *Block) checkLine(name, s string) {
-	if detail := NotOneLine(name, s); detail != "" {
-		b.Errorf(name, "Invalid "+name, "%s", detail)
-	}
-}
-
-// NotOneLine says why the value of attribute name is not one line, or "".
-// The configuration's one-line attributes outside provider blocks use it too.
-func NotOneLine(name, s string) string {
-	i := strings.IndexFunc(s, unicode.IsControl)
-	if i < 0 {
-		return ""
-	}
-	what := "a control character"
-	if s[i] == '\n' || s[i] == '\r' {
-		what = "a line break"
-	}
-	return fmt.Sprintf("The %s holds %s. It must be one line; a value read with file() keeps the file's trailing newline: write trimspace(file(\"...\")).", name, what)
-}
+func (b *Block) String(name, def string) string { return attr.Line(source{b}, name, def) }
 
 // List is a list of one-line strings; nil when unset or unknown.
-func (b *Block) List(name string) []string {
-	v := b.get(name)
-	if v.IsNull() || !v.IsWhollyKnown() || !(v.Type().IsListType() || v.Type().IsTupleType() || v.Type().IsSetType()) {
-		return nil
-	}
-	out := []string{}
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		if e.IsNull() || !e.Type().Equals(cty.String) {
-			b.Errorf(name, "Invalid list element", "The elements of %s must be strings, not null.", name)
-			return nil
-		}
-		b.checkLine(name, e.AsString())
-		out = append(out, e.AsString())
-	}
-	return out
-}
+func (b *Block) List(name string) []string { return attr.Lines(source{b}, name) }
 
 // Bool is a bool attribute.
-func (b *Block) Bool(name string, def bool) bool {
-	v := b.get(name)
-	if v.IsNull() || !v.IsKnown() || !v.Type().Equals(cty.Bool) {
-		return def
-	}
-	return v.True()
-}
+func (b *Block) Bool(name string, def bool) bool { return attr.Bool(source{b}, name, def) }
 
 // Int is a whole number from lo to hi.
 func (b *Block) Int(name string, def, lo, hi int) int {
-	v := b.get(name)
-	if v.IsNull() || !v.IsKnown() || !v.Type().Equals(cty.Number) {
-		return def
-	}
-	i, acc := v.AsBigFloat().Int64()
-	if acc != big.Exact || i < int64(lo) || i > int64(hi) {
-		b.Errorf(name, "Invalid "+name, "The %s must be a whole number from %d to %d.", name, lo, hi)
-		return def
-	}
-	return int(i)
+	n, _ := attr.Int(source{b}, name, def, lo, hi)
+	return n
 }
 
 // Duration is a positive Go duration string.
 func (b *Block) Duration(name string, def time.Duration) time.Duration {
-	s := b.String(name, "")
-	if s == "" && !b.Known(name) {
-		return def
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		b.Errorf(name, "Invalid duration", "The %s must be a positive Go duration string such as \"5s\".", name)
-		return def
-	}
+	d, _ := attr.Duration(source{b}, name, def, true)
 	return d
 }
 
 // Enum is a string that must be one of allowed.
 func (b *Block) Enum(name, def string, allowed ...string) string {
-	s := b.String(name, def)
-	for _, a := range allowed {
-		if s == a {
-			return s
-		}
-	}
-	b.Errorf(name, "Invalid "+name, "The %s must be one of %s.", name, JoinQuoted(allowed, "or"))
-	return def
-}
-
-// JoinQuoted is `"a", "b" or "c"` (conj "or").
-func JoinQuoted(xs []string, conj string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = fmt.Sprintf("%q", x)
-	}
-	switch len(q) {
-	case 0:
-		return ""
-	case 1:
-		return q[0]
-	}
-	return strings.Join(q[:len(q)-1], ", ") + " " + conj + " " + q[len(q)-1]
+	return attr.Enum(source{b}, name, def, allowed...)
 }
 
 // StringAttr is the hcldec spec of a string attribute.
