@@ -29,11 +29,14 @@ type RunAs struct {
 	// Resolved is false when the names were not looked up (check -no-env):
 	// such a RunAs must not run anything.
 	Resolved bool
+	// Agents: the user and group named are the agent's own (its uid, gid
+	// and supplementary groups), so nothing is switched.
+	Agents bool
 }
 
 // Switches reports whether the commands run as another user or group (not
 // only with another umask).
-func (r *RunAs) Switches() bool { return r != nil && (r.User != "" || r.Group != "") }
+func (r *RunAs) Switches() bool { return r != nil && (r.User != "" || r.Group != "") && !r.Agents }
 
 var umaskRe = regexp.MustCompile(`^[0-7]{1,4}$`)
 
@@ -93,6 +96,13 @@ func (l *loader) decodeRunAs(b attrs, block *hcl.Block) *RunAs {
 	if !ok {
 		return r
 	}
+	// A job may name the user the agent runs as (user = "electd" under the
+	// packaged unit, in files shared with hosts whose agent is root): that
+	// needs no switch, and no capability.
+	if r.Uid == uint32(os.Getuid()) && r.Gid == uint32(os.Getgid()) && sameGroups(r.Groups, r.Gid) {
+		r.Agents, r.Resolved = true, true
+		return r
+	}
 	if err := can(); err != nil {
 		at := "user"
 		if r.User == "" {
@@ -104,6 +114,36 @@ func (l *loader) decodeRunAs(b attrs, block *hcl.Block) *RunAs {
 	}
 	r.Resolved = ok
 	return r
+}
+
+// sameGroups reports whether groups (without the primary group gid) are
+// this process's supplementary groups.
+func sameGroups(groups []uint32, gid uint32) bool {
+	own, err := os.Getgroups()
+	if err != nil {
+		return false
+	}
+	set := map[uint32]bool{}
+	for _, g := range own {
+		if uint32(g) != gid {
+			set[uint32(g)] = true
+		}
+	}
+	want := map[uint32]bool{}
+	for _, g := range groups {
+		if g != gid {
+			want[g] = true
+		}
+	}
+	if len(set) != len(want) {
+		return false
+	}
+	for g := range want {
+		if !set[g] {
+			return false
+		}
+	}
+	return true
 }
 
 type userIDs struct {
