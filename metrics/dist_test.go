@@ -132,6 +132,11 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 func TestAlertRules(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
+		// make test installs it (scripts/services.sh) and fails without it;
+		// make test-short is for a contributor's machine as it is.
+		if testing.Short() {
+			t.Skip("promtool is not installed (-short): the alert rules are not checked; `scripts/services.sh promtool` installs it")
+		}
 		t.Fatal("promtool is not installed: `scripts/services.sh promtool` (run by make test) installs it")
 	}
 	for _, args := range [][]string{{"check", "rules", "electd-alerts.yml"}, {"test", "rules", "electd-alerts_test.yml"}} {
