@@ -14,9 +14,10 @@ import (
 	"github.com/electd/electd/config"
 )
 
-// A job with a user and umask runs its command, its task, its health command and its exec hooks as that
-// user with that umask, and its stop still ends the command. It needs
-// root: the agent must be able to switch users.
+// A job with a user and umask runs its command, its task, its health
+// command and its exec hooks as that user with that umask, and its stop
+// still ends the command. It needs root: the agent must be able to switch
+// users.
 func TestJobRunsAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("switching users needs root: run this test as root to cover it")
