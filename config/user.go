@@ -99,7 +99,11 @@ func (l *loader) decodeRunAs(b attrs, block *hcl.Block) *RunAs {
 	// A job may name the user the agent runs as (user = "electd" under the
 	// packaged unit, in files shared with hosts whose agent is root): that
 	// needs no switch, and no capability.
-	if r.Uid == uint32(os.Getuid()) && r.Gid == uint32(os.Getgid()) && sameGroups(r.Groups, r.Gid) {
+	ids := l.opts.agentIDs
+	if ids == nil {
+		ids = processIDs
+	}
+	if uid, gid, groups := ids(); r.Uid == uid && r.Gid == gid && sameGroups(r.Groups, groups, gid) {
 		r.Agents, r.Resolved = true, true
 		return r
 	}
@@ -116,17 +120,23 @@ func (l *loader) decodeRunAs(b attrs, block *hcl.Block) *RunAs {
 	return r
 }
 
-// sameGroups reports whether groups (without the primary group gid) are
-// this process's supplementary groups.
-func sameGroups(groups []uint32, gid uint32) bool {
-	own, err := os.Getgroups()
-	if err != nil {
-		return false
+// processIDs are this process's uid, gid and supplementary groups (none
+// when they cannot be read).
+func processIDs() (uid, gid uint32, groups []uint32) {
+	gs, _ := os.Getgroups()
+	for _, g := range gs {
+		groups = append(groups, uint32(g))
 	}
+	return uint32(os.Getuid()), uint32(os.Getgid()), groups
+}
+
+// sameGroups reports whether groups and own are the same supplementary
+// groups, leaving out the primary group gid.
+func sameGroups(groups, own []uint32, gid uint32) bool {
 	set := map[uint32]bool{}
 	for _, g := range own {
-		if uint32(g) != gid {
-			set[uint32(g)] = true
+		if g != gid {
+			set[g] = true
 		}
 	}
 	want := map[uint32]bool{}

@@ -15,6 +15,7 @@ import (
 var noSwitchOpts = func() Options {
 	o := testOpts
 	o.canSwitchUser = func() error { return errors.New("the agent (uid 1000) lacks CAP_SETUID, CAP_SETGID and CAP_KILL") }
+	o.agentIDs = func() (uint32, uint32, []uint32) { return 1000, 1000, nil }
 	return o
 }()
 
@@ -148,7 +149,8 @@ func TestRunAsTheAgentsOwnUser(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	if ids.uid != uint32(os.Getuid()) || ids.gid != uint32(os.Getgid()) || !sameGroups(ids.groups, ids.gid) {
+	uid, gid, groups := processIDs()
+	if ids.uid != uid || ids.gid != gid || !sameGroups(ids.groups, groups, ids.gid) {
 		t.Skipf("this process's ids differ from its user's in the database (%+v): not the agent's own user", ids)
 	}
 	g, err := user.LookupGroupId(strconv.Itoa(os.Getgid()))
@@ -166,7 +168,10 @@ job "my-group" {
   run { command = ["id"] }
 }
 `)
-	cfg, diags := Load([]string{path}, noSwitchOpts)
+	// An agent that cannot switch users, running as this process does.
+	opts := noSwitchOpts
+	opts.agentIDs = nil
+	cfg, diags := Load([]string{path}, opts)
 	if diags.HasErrors() {
 		t.Fatalf("an agent that cannot switch users refuses its own user: %s", diags.Err())
 	}
@@ -187,7 +192,7 @@ job "as-nobody" {
   run { command = ["id"] }
 }
 `)
-		if _, diags := Load([]string{other}, noSwitchOpts); !diags.HasErrors() {
+		if _, diags := Load([]string{other}, opts); !diags.HasErrors() {
 			t.Error("user = \"nobody\" on an agent that cannot switch users: no error")
 		}
 	}
