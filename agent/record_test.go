@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electd/electd/config"
 	"github.com/electd/electd/providers"
 )
 
@@ -59,5 +60,33 @@ func TestSlotRecord(t *testing.T) {
 	if !got.slot.Equal(full.slot) || got.trigger != 7 || got.run == nil || got.run.Result != ResultSkipped || got.run.Token != 42 ||
 		got.active == nil || !got.active.Slot.Equal(skip.active.Slot) || got.active.Trigger != 6 {
 		t.Errorf("a cut record lost its numbers: %+v", got)
+	}
+}
+
+// electd_task_last_run_succeeded follows the record's last run that ended:
+// none known gives no series, a run in progress keeps the one before it.
+func TestLastRunSucceededSample(t *testing.T) {
+	var s status
+	s.st.Job, s.taskSpec = "report", &config.Task{ScheduleText: "@hourly"}
+	run := func(result string) slotRecord { return slotRecord{run: &TaskRun{Result: result, Node: "node-1"}} }
+	for _, step := range []struct {
+		rec           slotRecord
+		known, wantOK bool
+	}{
+		{slotRecord{}, false, false},       // no run known
+		{run(ResultRunning), false, false}, // the first run, in progress
+		{run(ResultFailed), true, false},   // it failed
+		{run(ResultRunning), true, false},  // the next runs: still the failure
+		{run(ResultSucceeded), true, true}, // and succeeds
+		{run(ResultRunning), true, true},   // the next runs
+		{run(ResultKilled), true, false},   // killed by a step-down: not a success
+		{run(ResultTimedOut), true, false}, // timed out
+		{run(ResultSucceeded), true, true},
+	} {
+		s.setTask(step.rec)
+		js := s.sample()
+		if js.LastRunKnown != step.known || js.LastRunSucceeded != step.wantOK {
+			t.Errorf("after a record with %+v: known %v succeeded %v, want %v %v", step.rec.run, js.LastRunKnown, js.LastRunSucceeded, step.known, step.wantOK)
+		}
 	}
 }

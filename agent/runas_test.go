@@ -14,9 +14,10 @@ import (
 	"github.com/electd/electd/config"
 )
 
-// A job with a user and umask runs its command and its exec hooks as that
-// user with that umask, and its stop still ends the command. It needs
-// root: the agent must be able to switch users.
+// A job with a user and umask runs its command, its task, its health
+// command and its exec hooks as that user with that umask, and its stop
+// still ends the command. It needs root: the agent must be able to switch
+// users.
 func TestJobRunsAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("switching users needs root: run this test as root to cover it")
@@ -46,6 +47,22 @@ job "as-nobody" {
   on_elected {
     exec { command = ["sh", "-c", "id -u > %[2]s/exec.uid; echo x > %[2]s/exec.file"] }
   }
+}
+
+job "task-as-nobody" {
+%[1]s
+  user  = "nobody"
+  umask = "0077"
+  health {
+    command  = ["sh", "-c", "id -u >> %[2]s/health.uid"]
+    interval = "1s"
+    timeout  = "1s"
+  }
+  task {
+    schedule = "@every 1s"
+    command  = ["sh", "-c", "id -u >> %[2]s/task.uid; echo x > %[2]s/task.file"]
+    stop_timeout = "1s"
+  }
 }`, quick, dir)))
 	a := startAgent(t, cfg)
 	pidFile := filepath.Join(dir, "run.pid")
@@ -53,6 +70,17 @@ job "as-nobody" {
 	pid, err := strconv.Atoi(lines(t, pidFile)[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The task and the health command run again and again: each appends.
+	eventually(t, 10*time.Second, "the task and the health command run", func() bool {
+		return len(lines(t, filepath.Join(dir, "task.uid"))) > 0 && len(lines(t, filepath.Join(dir, "health.uid"))) > 0
+	})
+	for _, f := range []string{"task.uid", "health.uid"} {
+		for _, got := range lines(t, filepath.Join(dir, f)) {
+			if got != u.Uid {
+				t.Errorf("%s: id -u said %q, want nobody's uid %s", f, got, u.Uid)
+			}
+		}
 	}
 	for _, f := range []string{"run.uid", "exec.uid"} {
 		if got := lines(t, filepath.Join(dir, f)); strings.Join(got, "") != u.Uid {
@@ -70,6 +98,11 @@ job "as-nobody" {
 	}
 	if fi.Mode().Perm() != 0o640 {
 		t.Errorf("the exec hook's file has mode %o, want 640 (umask 0027)", fi.Mode().Perm())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "task.file")); err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("the task's file has mode %o, want 600 (its job's umask 0077)", fi.Mode().Perm())
 	}
 	a.stop(t)
 	if pidAlive(pid) {

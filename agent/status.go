@@ -206,6 +206,10 @@ type status struct {
 	nextRun  int32
 	taskSpec *config.Task
 	taskLast time.Time
+	// The result of the task's last run that has ended, as the record
+	// said it ("": none seen ended yet): a run in progress keeps the one
+	// before it (electd_task_last_run_succeeded).
+	taskLastEnded string
 }
 
 // recordRun adds a task run to the history.
@@ -236,6 +240,9 @@ func (s *status) setTask(rec slotRecord) {
 		ts.LastSuccessAt = &t
 	}
 	s.st.Task, s.taskLast = ts, rec.slot
+	if rec.run != nil && rec.run.Result != ResultRunning {
+		s.taskLastEnded = rec.run.Result
+	}
 }
 
 func (s *status) record(t Transition) {
@@ -291,6 +298,9 @@ func (s *status) sample() metrics.JobSample {
 			js.LastSuccess = *t.LastSuccessAt
 		}
 		js.NextRun = nextRun(s.taskSpec, s.st.Job, s.taskLast, time.Now())
+		if s.taskLastEnded != "" {
+			js.LastRunKnown, js.LastRunSucceeded = true, s.taskLastEnded == ResultSucceeded
+		}
 	}
 	return js
 }

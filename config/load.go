@@ -81,6 +81,10 @@ type Options struct {
 	// canSwitchUser replaces the check of the agent's capabilities for a
 	// job's user and group (tests: an agent that cannot switch users).
 	canSwitchUser func() error
+	// agentIDs replaces this process's uid, gid and supplementary groups,
+	// which a job's user and group are compared with (tests: an agent
+	// running as another user).
+	agentIDs func() (uid, gid uint32, groups []uint32)
 }
 
 // Load reads the configuration at paths (files, or directories whose *.hcl

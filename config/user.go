@@ -29,11 +29,14 @@ type RunAs struct {
 	// Resolved is false when the names were not looked up (check -no-env):
 	// such a RunAs must not run anything.
 	Resolved bool
+	// Agents: the user and group named are the agent's own (its uid, gid
+	// and supplementary groups), so nothing is switched.
+	Agents bool
 }
 
 // Switches reports whether the commands run as another user or group (not
 // only with another umask).
-func (r *RunAs) Switches() bool { return r != nil && (r.User != "" || r.Group != "") }
+func (r *RunAs) Switches() bool { return r != nil && (r.User != "" || r.Group != "") && !r.Agents }
 
 var umaskRe = regexp.MustCompile(`^[0-7]{1,4}$`)
 
@@ -93,6 +96,17 @@ func (l *loader) decodeRunAs(b attrs, block *hcl.Block) *RunAs {
 	if !ok {
 		return r
 	}
+	// A job may name the user the agent runs as (user = "electd" under the
+	// packaged unit, in files shared with hosts whose agent is root): that
+	// needs no switch, and no capability.
+	ids := l.opts.agentIDs
+	if ids == nil {
+		ids = processIDs
+	}
+	if uid, gid, groups := ids(); r.Uid == uid && r.Gid == gid && sameGroups(r.Groups, groups, gid) {
+		r.Agents, r.Resolved = true, true
+		return r
+	}
 	if err := can(); err != nil {
 		at := "user"
 		if r.User == "" {
@@ -104,6 +118,42 @@ func (l *loader) decodeRunAs(b attrs, block *hcl.Block) *RunAs {
 	}
 	r.Resolved = ok
 	return r
+}
+
+// processIDs are this process's uid, gid and supplementary groups (none
+// when they cannot be read).
+func processIDs() (uid, gid uint32, groups []uint32) {
+	gs, _ := os.Getgroups()
+	for _, g := range gs {
+		groups = append(groups, uint32(g))
+	}
+	return uint32(os.Getuid()), uint32(os.Getgid()), groups
+}
+
+// sameGroups reports whether groups and own are the same supplementary
+// groups, leaving out the primary group gid.
+func sameGroups(groups, own []uint32, gid uint32) bool {
+	set := map[uint32]bool{}
+	for _, g := range own {
+		if g != gid {
+			set[g] = true
+		}
+	}
+	want := map[uint32]bool{}
+	for _, g := range groups {
+		if g != gid {
+			want[g] = true
+		}
+	}
+	if len(set) != len(want) {
+		return false
+	}
+	for g := range want {
+		if !set[g] {
+			return false
+		}
+	}
+	return true
 }
 
 type userIDs struct {

@@ -15,6 +15,7 @@ import (
 var noSwitchOpts = func() Options {
 	o := testOpts
 	o.canSwitchUser = func() error { return errors.New("the agent (uid 1000) lacks CAP_SETUID, CAP_SETGID and CAP_KILL") }
+	o.agentIDs = func() (uint32, uint32, []uint32) { return 1000, 1000, nil }
 	return o
 }()
 
@@ -132,5 +133,67 @@ func TestCanSwitchUser(t *testing.T) {
 	}
 	if err := canSwitchUser(); err != nil {
 		t.Errorf("as root: %v", err)
+	}
+}
+
+// A job that names the agent's own user (or its primary group) switches
+// nothing, so an agent without the capabilities to switch takes it: the
+// packaged unit's agent runs as electd, and a job may say user = "electd".
+func TestRunAsTheAgentsOwnUser(t *testing.T) {
+	setTestEnv(t)
+	me, err := user.Current()
+	if err != nil {
+		t.Skipf("this process's user is not in the user database: %v", err)
+	}
+	ids, err := lookupUser(me.Username)
+	if err != nil {
+		t.Skip(err)
+	}
+	uid, gid, groups := processIDs()
+	if ids.uid != uid || ids.gid != gid || !sameGroups(ids.groups, groups, ids.gid) {
+		t.Skipf("this process's ids differ from its user's in the database (%+v): not the agent's own user", ids)
+	}
+	g, err := user.LookupGroupId(strconv.Itoa(os.Getgid()))
+	if err != nil {
+		t.Skip(err)
+	}
+	path := writeConfig(t, `
+job "as-me" {
+  user  = "`+me.Username+`"
+  umask = "0027"
+  run { command = ["id"] }
+}
+job "my-group" {
+  group = "`+g.Name+`"
+  run { command = ["id"] }
+}
+`)
+	// An agent that cannot switch users, running as this process does.
+	opts := noSwitchOpts
+	opts.agentIDs = nil
+	cfg, diags := Load([]string{path}, opts)
+	if diags.HasErrors() {
+		t.Fatalf("an agent that cannot switch users refuses its own user: %s", diags.Err())
+	}
+	for _, name := range []string{"as-me", "my-group"} {
+		if r := job(t, cfg, name).RunAs; r == nil || !r.Resolved || r.Switches() || !r.Agents {
+			t.Errorf("%s: RunAs %+v, want resolved, the agent's own, no switch", name, r)
+		}
+	}
+	if r := job(t, cfg, "as-me").RunAs; r.Umask == nil || *r.Umask != 0o027 {
+		t.Errorf("as-me: umask %v, want 027 kept", r.Umask)
+	}
+
+	// Another user is still refused.
+	if _, err := user.Lookup("nobody"); err == nil && me.Username != "nobody" {
+		other := writeConfig(t, `
+job "as-nobody" {
+  user = "nobody"
+  run { command = ["id"] }
+}
+`)
+		if _, diags := Load([]string{other}, opts); !diags.HasErrors() {
+			t.Error("user = \"nobody\" on an agent that cannot switch users: no error")
+		}
 	}
 }

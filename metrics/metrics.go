@@ -191,6 +191,10 @@ type JobSample struct {
 	// A task job's fleet-wide record, as this node last saw it (zero
 	// times: not known, or not a task job).
 	LastSuccess, NextRun time.Time
+	// LastRunSucceeded: the record's last run that ended succeeded (a run
+	// in progress leaves the one before it). LastRunKnown is false until
+	// a run that ended is known.
+	LastRunKnown, LastRunSucceeded bool
 }
 
 // CollectJobs sets where electd_is_leader and electd_transitions_total come
@@ -218,6 +222,8 @@ var (
 		"When a run of the task last succeeded, on any node (Unix time), as the job's slot record says.", []string{"job"}, nil)
 	leaderChangesDesc = prometheus.NewDesc("electd_leader_changes_total",
 		"Terms of this node that ended, by why (reason: balanced, drained, preempted, released, reloaded, lost, renew_deadline, unhealthy, failing, ...): each moves the job to another node or leaves it without a leader for a while. Summed over the agents, the moves of a job.", []string{"job", "reason"}, nil)
+	lastRunSucceededDesc = prometheus.NewDesc("electd_task_last_run_succeeded",
+		"1 when the task's last run that ended, on any node, succeeded, else 0 (failed, timed out or killed), as the job's slot record says; a run in progress keeps the value of the one before it.", []string{"job"}, nil)
 	nextRunDesc = prometheus.NewDesc("electd_task_next_run_timestamp_seconds",
 		"When the task's next scheduled run starts (Unix time, random_delay included).", []string{"job"}, nil)
 )
@@ -242,6 +248,7 @@ func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- regressionsDesc
 	ch <- lastSuccessDesc
 	ch <- nextRunDesc
+	ch <- lastRunSucceededDesc
 	ch <- leaderChangesDesc
 }
 
@@ -264,6 +271,9 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if !s.NextRun.IsZero() {
 			ch <- prometheus.MustNewConstMetric(nextRunDesc, prometheus.GaugeValue, unixSeconds(s.NextRun), s.Job)
+		}
+		if s.LastRunKnown {
+			ch <- prometheus.MustNewConstMetric(lastRunSucceededDesc, prometheus.GaugeValue, gauge(s.LastRunSucceeded), s.Job)
 		}
 		for reason, n := range s.TermsEnded {
 			ch <- prometheus.MustNewConstMetric(leaderChangesDesc, prometheus.CounterValue, float64(n), s.Job, reason)

@@ -132,7 +132,9 @@ func TestHandlerExposesEveryMetric(t *testing.T) {
 	m := New("1.2.3", "abc")
 	m.CollectJobs(func() []JobSample {
 		return []JobSample{{Job: "billing", Leader: true, Elected: 1, TokenRegressions: 2, TermsEnded: map[string]uint64{"balanced": 3}},
-			{Job: "report", LastSuccess: time.Unix(1_764_230_461, 500e6), NextRun: time.Unix(1_764_316_800, 0)}}
+			{Job: "report", LastSuccess: time.Unix(1_764_230_461, 500e6), NextRun: time.Unix(1_764_316_800, 0), LastRunKnown: true},
+			{Job: "sync", LastRunKnown: true, LastRunSucceeded: true},
+			{Job: "fresh"}}
 	})
 	m.TaskRuns.WithLabelValues("report", "failed").Inc()
 	m.TaskDuration.WithLabelValues("report").Observe(61.5)
@@ -161,9 +163,16 @@ func TestHandlerExposesEveryMetric(t *testing.T) {
 		`electd_task_duration_seconds_bucket{job="report",le="120"} 1`,
 		`electd_task_last_success_timestamp_seconds{job="report"} 1.7642304615e+09`,
 		`electd_task_next_run_timestamp_seconds{job="report"} 1.7643168e+09`,
+		`electd_task_last_run_succeeded{job="report"} 0`,
+		`electd_task_last_run_succeeded{job="sync"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// No run known to have ended: no series, rather than a 0 that would
+	// say it failed.
+	if strings.Contains(string(body), `electd_task_last_run_succeeded{job="fresh"}`) {
+		t.Error("electd_task_last_run_succeeded for a job with no run that ended")
 	}
 }

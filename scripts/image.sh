@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds electd's container image (dist/container/Dockerfile) as IMAGE
 # (default electd:VERSION, VERSION from scripts/version.sh), with docker,
-# podman or buildah, whichever is found first (BUILDER overrides). buildah
-# and podman are run with the vfs storage driver and chroot isolation, which
-# need no daemon and work inside another container.
+# podman or buildah, whichever is found first (docker only when its daemon
+# answers; BUILDER overrides). buildah and podman are run with the vfs
+# storage driver and chroot isolation, which need no daemon and work inside
+# another container.
 #
 #   scripts/image.sh    `make image` runs it; prints the image's name
 set -euo pipefail
@@ -20,10 +21,15 @@ image=${IMAGE:-electd:${version//+/_}}
 builder=${BUILDER:-}
 if [ -z "$builder" ]; then
 	for b in docker podman buildah; do
-		if command -v "$b" >/dev/null; then
-			builder=$b
-			break
+		command -v "$b" >/dev/null || continue
+		# A docker client without a daemon to talk to cannot build: try
+		# the daemonless ones next.
+		if [ "$b" = docker ] && ! docker info >/dev/null 2>&1; then
+			echo "image: docker is installed but its daemon does not answer; trying podman, then buildah" >&2
+			continue
 		fi
+		builder=$b
+		break
 	done
 fi
 [ -n "$builder" ] || die "no docker, podman or buildah (Debian: apt-get install buildah)"

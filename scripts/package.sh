@@ -117,9 +117,9 @@ fi
 	cat <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: electd
-Comment: /usr/bin/electd is a Go program, linked statically: the Go standard
- library and the Go modules named in the Files fields below are compiled into
- it, each under its own license.
+Comment: /usr/bin/electd is a Go program: the Go standard library and the Go
+ modules named in the Files fields below are compiled into it (only the C
+ library is linked dynamically), each under its own license.
 
 EOF
 	# electd is under the Apache License 2.0 (LICENSE); Debian points to its

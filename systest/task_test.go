@@ -278,6 +278,10 @@ func TestTaskRunsSeenEverywhere(t *testing.T) {
 		len(find(ms, "electd_task_next_run_timestamp_seconds", map[string]string{"job": "report"})) != 1 {
 		t.Errorf("a follower's /metrics lacks the task's last success or next run")
 	}
+	// The last run was killed: not a success, on the follower too.
+	if m := find(ms, "electd_task_last_run_succeeded", map[string]string{"job": "report"}); len(m) != 1 || m[0].value != 0 {
+		t.Errorf("a follower's electd_task_last_run_succeeded{job=\"report\"}: %v, want 0 (the last run was killed)", m)
+	}
 	ms = (&apiNode{Agent: l, t: t, addr: l.API}).metrics()
 	for _, res := range []string{"succeeded", "failed", "timed_out", "killed"} {
 		if m := find(ms, "electd_task_runs_total", map[string]string{"job": "report", "result": res}); len(m) != 1 || m[0].value != 1 {
