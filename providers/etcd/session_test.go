@@ -295,3 +295,47 @@ func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
 		t.Fatalf("Acquire right after the holder's Close: %v, want free", err)
 	}
 }
+
+// An Acquire whose write had an unknown outcome abandons its term for a
+// sweep to release. When the write had not landed, the retry reads the
+// same record and wins the key with the same token: the sweep must leave
+// that live term alone. (It released it once, in the cluster suite, and
+// another agent took the job while this one still ran it.) The abandon is
+// the one Acquire makes after a failed Txn, made here directly.
+func TestAbandonedAcquireRetriedKeepsTheTerm(t *testing.T) {
+	endpoint, _ := teststore.StartEtcd(t)
+	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	ctx := context.Background()
+	p.abandon(providers.Lease{Key: "job", Holder: "node-1", Token: 1})
+	l, err := p.Acquire(ctx, "job", "node-1", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token != 1 {
+		t.Fatalf("the retried Acquire won token %d, want the abandoned write's 1", l.Token)
+	}
+	// A renewal starts the sweep of what is abandoned, beside itself.
+	if _, errs := p.RenewMany(ctx, []providers.Lease{l}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.smu.Lock()
+		done := !p.sweeping && len(p.abandoned) == 0
+		p.smu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned term is neither swept nor forgotten within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, err := p.Observe(ctx, "job")
+	if err != nil || got.Holder != "node-1" || got.Token != 1 {
+		t.Fatalf("after the sweep: holder %q token %d (error %v); want node-1's live term, token 1", got.Holder, got.Token, err)
+	}
+	if _, err := p.Renew(ctx, l); err != nil {
+		t.Fatalf("the live term does not renew after the sweep: %v", err)
+	}
+}
