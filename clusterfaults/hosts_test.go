@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -40,11 +43,15 @@ func newHosts(t *testing.T, n int) *hosts {
 			t.Skipf("the cluster suite needs %s (scripts/services.sh netns installs it): %v", tool, err)
 		}
 	}
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	h := &hosts{t: t, prefix: "ecf" + hex.EncodeToString(b), n: n}
+	removeStale(t)
+	h := &hosts{t: t, prefix: "ecf" + randomHex(), n: n}
 	if out, err := exec.Command("ip", "netns", "add", h.sw()).CombinedOutput(); err != nil {
 		t.Skipf("the cluster suite needs network namespaces, which this machine refuses: ip netns add: %v: %s", err, out)
+	}
+	// The run's owner, so that a later run can clean up after this one if
+	// it is killed before its cleanups.
+	if err := os.MkdirAll(ownersDir, 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(ownersDir, h.prefix), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
 	t.Cleanup(h.remove)
 	h.run("", "ip", "-n", h.sw(), "link", "add", "br0", "type", "bridge")
@@ -114,6 +121,43 @@ func (h *hosts) remove() {
 		_, _ = h.try("", "ip", "netns", "del", h.ns(i))
 	}
 	_, _ = h.try("", "ip", "netns", "del", h.sw())
+	_ = os.Remove(filepath.Join(ownersDir, h.prefix))
+}
+
+// ownersDir holds a file per run of the suite, named by its namespaces'
+// prefix and holding the test process's pid.
+const ownersDir = "/run/electd-clusterfaults"
+
+// removeStale cleans up after runs that were killed before their cleanups
+// ran (a SIGKILL, a timeout's panic): their namespaces, and the store
+// members and agents still running in them. A run whose process lives is
+// left alone: two runs at once do not meet.
+func removeStale(t *testing.T) {
+	entries, _ := os.ReadDir(ownersDir)
+	namespaces, _ := exec.Command("ip", "netns", "list").Output()
+	for _, e := range entries {
+		prefix := e.Name()
+		b, _ := os.ReadFile(filepath.Join(ownersDir, prefix))
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && syscall.Kill(pid, 0) == nil {
+			continue // its run goes on (or a process now has its pid: left for later)
+		}
+		for _, line := range strings.Split(string(namespaces), "\n") {
+			ns, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+			if !strings.HasPrefix(ns, prefix+"-") {
+				continue
+			}
+			if pids, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+				for _, f := range strings.Fields(string(pids)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+			_ = exec.Command("ip", "netns", "del", ns).Run()
+			t.Logf("removed namespace %s, left by a run that was killed", ns)
+		}
+		_ = os.Remove(filepath.Join(ownersDir, prefix))
+	}
 }
 
 // in is argv run in host i's namespace.
@@ -122,3 +166,61 @@ func (h *hosts) in(i int, argv ...string) []string {
 }
 
 var _ = time.Second
+
+// A run killed before its cleanups leaves its namespaces and the processes
+// in them; the next run removes them, and leaves a live run's alone.
+func TestRemoveStale(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	if err := os.MkdirAll(ownersDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dead, live := "ecfdead"+randomHex(), "ecflive"+randomHex()
+	// A pid that is not running: a child that has exited and been reaped.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for prefix, pid := range map[string]int{dead: gone.Process.Pid, live: os.Getpid()} {
+		if out, err := exec.Command("ip", "netns", "add", prefix+"-h1").CombinedOutput(); err != nil {
+			t.Skipf("no network namespaces: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", prefix+"-h1").Run() })
+		if err := os.WriteFile(filepath.Join(ownersDir, prefix), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(filepath.Join(ownersDir, prefix)) })
+	}
+	sleeper := exec.Command("ip", "netns", "exec", dead+"-h1", "sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sleeper.Wait() }()
+
+	removeStale(t)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		sleeper.Process.Kill()
+		t.Fatal("the process in the killed run's namespace still runs")
+	}
+	list, _ := exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(list), dead+"-h1") {
+		t.Errorf("the killed run's namespace is still there:\n%s", list)
+	}
+	if !strings.Contains(string(list), live+"-h1") {
+		t.Errorf("the live run's namespace was removed:\n%s", list)
+	}
+	if _, err := os.Stat(filepath.Join(ownersDir, dead)); !os.IsNotExist(err) {
+		t.Errorf("the killed run's owner file is still there: %v", err)
+	}
+}
+
+// randomHex is 6 random hex digits.
+func randomHex() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
