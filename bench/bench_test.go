@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,20 +103,36 @@ func TestProcCPUGrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Spin until the kernel's own account (getrusage) shows 100 ms of
+	// CPU, however loaded the machine: procCPU must have seen the same.
+	start := rusageCPU(t)
 	x := 0
-	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
-		x++
+	for deadline := time.Now().Add(20 * time.Second); rusageCPU(t)-start < 0.1; x++ {
+		if time.Now().After(deadline) {
+			t.Fatal("100 ms of CPU not had in 20 s of spinning")
+		}
 	}
+	spent := rusageCPU(t) - start
 	after, err := procCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after-before < 0.05 {
-		t.Errorf("CPU grew by %.2f s over 300 ms of spinning (%d loops), want at least 0.05 s", after-before, x)
+	// /proc counts in clock ticks (10 ms), getrusage more finely.
+	if got := after - before; got < spent-0.03 || got > spent+1 {
+		t.Errorf("procCPU grew by %.3f s while getrusage counted %.3f s (%d loops)", got, spent, x)
 	}
 	if rss, _ := procMem(os.Getpid()); rss < 1<<20 {
 		t.Errorf("RSS = %d bytes, want at least 1 MiB", rss)
 	}
+}
+
+// rusageCPU is this process's user and system CPU time, in seconds.
+func rusageCPU(t *testing.T) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // The window's memory readings split RSS into the process's own memory and
