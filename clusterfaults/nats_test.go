@@ -16,7 +16,7 @@ import (
 // natsBucket is the agents' bucket, with one replica per server.
 const natsBucket = "electd-clusters"
 
-// natsCluster is one nats-server (2.9, JetStream) per host, routed to the
+// natsCluster is one nats-server (teststore.NATSServer's, JetStream) per host, routed to the
 // others; the agents' bucket has 3 replicas. The store's leader, for the
 // faults, is the leader of the bucket's stream (KV_<bucket>), which orders
 // its writes.
@@ -29,7 +29,7 @@ type natsCluster struct {
 }
 
 func newNATS(t *testing.T, h *hosts) store {
-	bin, err := teststore.Tool("nats-server", "")
+	bin, err := teststore.NATSServer()
 	if err != nil {
 		t.Skipf("nats-server is not installed (scripts/services.sh nats): %v", err)
 	}
