@@ -331,7 +331,11 @@ func (p *Provider) now(ctx context.Context, kv jetstream.KeyValue) (time.Time, e
 		}
 		return pr.at, nil
 	case <-ctx.Done():
-		return time.Time{}, ctx.Err()
+		// A probe that outlasts its caller may hang on a server lost
+		// silently: the caller's deadline is a reason to check the
+		// connection, as for any request (explain), not only the probe's
+		// own opTimeout.
+		return time.Time{}, fmt.Errorf("read the server's clock: %w", p.explain(ctx.Err()))
 	}
 }
 
