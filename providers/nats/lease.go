@@ -90,15 +90,15 @@ type state struct {
 }
 
 func (p *Provider) read(ctx context.Context, kv jetstream.KeyValue, key string) (state, error) {
-	e, err := kv.Get(ctx, kvKey(key))
+	e, err := p.get(ctx, kvKey(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return state{}, nil
 	}
 	if err != nil {
 		return state{}, p.explain(err)
 	}
-	st := state{rev: e.Revision(), at: e.Created()}
-	if err := json.Unmarshal(e.Value(), &st.rec); err != nil {
+	st := state{rev: e.rev, at: e.created}
+	if err := json.Unmarshal(e.value, &st.rec); err != nil {
 		return state{}, fmt.Errorf("the record of key %s in bucket %q is not electd's (%v): was it written by another program?", kvKey(key), p.bucket, err)
 	}
 	return st, nil
@@ -345,9 +345,9 @@ func (p *Provider) runProbe(kv jetstream.KeyValue, pr *probe) {
 	// Another client's later write of the clock key may be what Get
 	// returns: its time is as good, stamped before the Get was answered.
 	if _, pr.err = kv.Put(ctx, clockKey, nil); pr.err == nil {
-		var e jetstream.KeyValueEntry
-		if e, pr.err = kv.Get(ctx, clockKey); pr.err == nil {
-			pr.at = e.Created()
+		var e entry
+		if e, pr.err = p.get(ctx, clockKey); pr.err == nil {
+			pr.at = e.created
 		}
 	}
 	if pr.err != nil {
