@@ -132,5 +132,5 @@ func (n *natsCluster) restart(i int) {
 
 // electionTime is how much later than ttl a lease can end when the
 // stream's leader is lost: JetStream's raft waits 4 to 9 s before a
-// follower campaigns (nats-server 2.9).
+// follower campaigns (nats-server 2.9 and 2.15 alike).
 func (n *natsCluster) electionTime() time.Duration { return 9 * time.Second }
