@@ -27,6 +27,8 @@ const maxAttempts = 32
 
 var errBusy = errors.New("the record kept changing under concurrent writes")
 
+var errStale = errors.New("the store answered with a record older than this client's own last write")
+
 // kvKey is the bucket key of a lease key. NATS keys are subjects: bytes
 // other than letters, digits, "-" and "_" are written =XX (hex), so any key
 // is one subject token, and distinct keys stay distinct ("a.b", "a b").
@@ -226,10 +228,11 @@ func (p *Provider) rewrite(ctx context.Context, lease providers.Lease, next reco
 	if err != nil {
 		return err
 	}
-	if rev, ok := p.lastWrite(lease); ok {
+	mine, wrote := p.lastWrite(lease)
+	if wrote {
 		// Nobody wrote the key since this client's last write of the
 		// term: the compare-and-set proves holder and token still match.
-		rev, err := p.write(ctx, kv, lease.Key, next, rev)
+		rev, err := p.write(ctx, kv, lease.Key, next, mine)
 		if err == nil {
 			p.remember(lease.Key, written{holder: lease.Holder, token: lease.Token, rev: rev})
 			return nil
@@ -245,6 +248,16 @@ func (p *Provider) rewrite(ctx context.Context, lease providers.Lease, next reco
 		st, err := p.read(ctx, kv, lease.Key)
 		if err != nil {
 			return err
+		}
+		if wrote && st.rev < mine {
+			// The answer is older than this client's own acknowledged
+			// write of the term: a stream leader deposed while it was cut
+			// off, and not yet told, answers reads and refuses writes
+			// from its old state until it is. That is no verdict on the
+			// term. Tried again, on the same revision; if the store did
+			// lose the write, the agent's window ends the term.
+			p.remember(lease.Key, written{holder: lease.Holder, token: lease.Token, rev: mine})
+			return fmt.Errorf("%w: revision %d, this client wrote %d", errStale, st.rev, mine)
 		}
 		if st.rev == 0 || st.rec.Holder != lease.Holder || st.rec.Token != lease.Token {
 			return providers.ErrLost

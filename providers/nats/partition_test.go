@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
@@ -105,5 +108,68 @@ func TestLostServerProbe(t *testing.T) {
 	t.Logf("verdict %s after the server was lost during a clock probe, after %d failed attempts", took.Round(time.Millisecond), hung)
 	if took > 2300*time.Millisecond {
 		t.Errorf("verdict %s after the server was lost, want within 2.3s (the probe's caller's 1 s, the ping check's 500 ms), not after another attempt of %s hung first", took.Round(time.Millisecond), attempt)
+	}
+}
+
+// An answer older than this client's own acknowledged write of the term is
+// no verdict: a stream leader deposed while it was cut off answers from its
+// old state until it learns of the new leader (the cluster suite: a leader
+// told "lost" by such an answer stepped down for nothing). Here the store's
+// last message for the key is deleted by hand, so that the key's last
+// record is the one before this client's write: a released record of
+// another holder. Renew fails, and is not ErrLost; once the key is as this
+// client wrote it again, the next Renew succeeds on the same revision.
+func TestStaleAnswer(t *testing.T) {
+	srv := machineServer(t)
+	bucket := testBucket(t, srv)
+	nc, err := nats.Connect(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	// The bucket's stream made by hand, as the client makes a bucket's,
+	// but with a history of 2 (the record before the last stays) and
+	// deletes allowed.
+	if _, err := js.CreateStream(ctxT(t, 5*time.Second), jetstream.StreamConfig{
+		Name: "KV_" + bucket, Subjects: []string{"$KV." + bucket + ".>"}, MaxMsgsPerSubject: 2,
+		Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true, Storage: jetstream.FileStorage,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, Settings{Servers: []string{srv}, Bucket: bucket})
+	other := open(t, Settings{Servers: []string{srv}, Bucket: bucket})
+	b := mustAcquire(t, other, "job", "b", time.Minute)
+	if err := other.Release(ctxT(t, 5*time.Second), b); err != nil {
+		t.Fatal(err)
+	}
+	a := mustAcquire(t, p, "job", "a", time.Minute)
+	rev, ok := p.lastWrite(a)
+	if !ok {
+		t.Fatal("no last write remembered for the term just acquired")
+	}
+	stream, err := js.Stream(ctxT(t, 5*time.Second), "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetMsg(ctxT(t, 5*time.Second), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctxT(t, 5*time.Second), rev); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Renew(ctxT(t, 5*time.Second), a)
+	if err == nil || errors.Is(err, providers.ErrLost) || !errors.Is(err, errStale) {
+		t.Fatalf("Renew answered from a record older than its own write: %v, want a store failure naming it (not ErrLost)", err)
+	}
+	t.Log(err)
+	// The key as this client wrote it, at a new revision: the record
+	// matches, so the Renew after the failed compare-and-set writes again.
+	if _, err := js.Publish(ctxT(t, 5*time.Second), msg.Subject, msg.Data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Renew(ctxT(t, 5*time.Second), a); err != nil {
+		t.Fatalf("Renew once the record is this term's again: %v", err)
 	}
 }
