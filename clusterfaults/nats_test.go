@@ -16,7 +16,7 @@ import (
 // natsBucket is the agents' bucket, with one replica per server.
 const natsBucket = "electd-clusters"
 
-// natsCluster is one nats-server (2.9, JetStream) per host, routed to the
+// natsCluster is one nats-server (teststore.NATSServer's, JetStream) per host, routed to the
 // others; the agents' bucket has 3 replicas. The store's leader, for the
 // faults, is the leader of the bucket's stream (KV_<bucket>), which orders
 // its writes.
@@ -29,7 +29,7 @@ type natsCluster struct {
 }
 
 func newNATS(t *testing.T, h *hosts) store {
-	bin, err := teststore.Tool("nats-server", "")
+	bin, err := teststore.NATSServer()
 	if err != nil {
 		t.Skipf("nats-server is not installed (scripts/services.sh nats): %v", err)
 	}
@@ -75,19 +75,34 @@ func (n *natsCluster) get(from, i int, path string) ([]byte, error) {
 }
 
 // healthy says whether every server, asked from host from, has JetStream
-// up; once the bucket exists, also a leader for its stream.
+// up; once the bucket exists, also a leader for its stream and every
+// follower caught up. A follower still catching up after a fault (a host
+// isolated, then healed) is no quorum with the leader: isolating the other
+// follower then, a bystander, stops every write until it has caught up.
 func (n *natsCluster) healthy(from int) bool {
 	for i := 1; i <= n.h.n; i++ {
 		if _, err := n.get(from, i, "/healthz?js-enabled-only=true"); err != nil {
 			return false
 		}
 	}
-	_, err := n.leader(from)
-	return err == nil || strings.Contains(err.Error(), "no stream")
+	_, current, err := n.stream(from)
+	if err != nil {
+		return strings.Contains(err.Error(), "no stream")
+	}
+	return current
 }
 
 // leader is the host of the bucket's stream leader, asked from host from.
 func (n *natsCluster) leader(from int) (int, error) {
+	l, _, err := n.stream(from)
+	return l, err
+}
+
+// stream is the host of the bucket's stream leader, asked from host from,
+// and whether every follower is current, as the leader sees them (false
+// when the leader's server does not answer).
+func (n *natsCluster) stream(from int) (int, bool, error) {
+	leader := 0
 	for i := 1; i <= n.h.n; i++ {
 		out, err := n.get(from, i, "/jsz?accounts=true&streams=true")
 		if err != nil {
@@ -98,28 +113,44 @@ func (n *natsCluster) leader(from int) (int, error) {
 				Streams []struct {
 					Name    string `json:"name"`
 					Cluster struct {
-						Leader string `json:"leader"`
+						Leader   string `json:"leader"`
+						Replicas []struct {
+							Current bool `json:"current"`
+						} `json:"replicas"`
 					} `json:"cluster"`
 				} `json:"stream_detail"`
 			} `json:"account_details"`
 		}
 		if err := json.Unmarshal(out, &jsz); err != nil {
-			return 0, fmt.Errorf("jsz: %w", err)
+			return 0, false, fmt.Errorf("jsz: %w", err)
 		}
 		for _, a := range jsz.Accounts {
 			for _, s := range a.Streams {
 				if s.Name == "KV_"+natsBucket {
 					var l int
-					if _, err := fmt.Sscanf(s.Cluster.Leader, "h%d", &l); err == nil {
-						return l, nil
+					if _, err := fmt.Sscanf(s.Cluster.Leader, "h%d", &l); err != nil {
+						return 0, false, fmt.Errorf("stream KV_%s has no leader", natsBucket)
 					}
-					return 0, fmt.Errorf("stream KV_%s has no leader", natsBucket)
+					if l != i {
+						leader = l // its own server says which followers are current
+						continue
+					}
+					current := len(s.Cluster.Replicas) == n.h.n-1
+					for _, r := range s.Cluster.Replicas {
+						current = current && r.Current
+					}
+					return l, current, nil
 				}
 			}
 		}
-		return 0, fmt.Errorf("no stream KV_%s yet", natsBucket)
+		if leader == 0 {
+			return 0, false, fmt.Errorf("no stream KV_%s yet", natsBucket)
+		}
 	}
-	return 0, fmt.Errorf("no NATS server answers host %d", from)
+	if leader != 0 {
+		return leader, false, nil
+	}
+	return 0, false, fmt.Errorf("no NATS server answers host %d", from)
 }
 
 func (n *natsCluster) restart(i int) {
@@ -132,5 +163,5 @@ func (n *natsCluster) restart(i int) {
 
 // electionTime is how much later than ttl a lease can end when the
 // stream's leader is lost: JetStream's raft waits 4 to 9 s before a
-// follower campaigns (nats-server 2.9).
+// follower campaigns (nats-server 2.9 and 2.15 alike).
 func (n *natsCluster) electionTime() time.Duration { return 9 * time.Second }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"time"
 )
 
-// NATSAddr is the machine's nats-server (2.9, JetStream on), which
+// NATSAddr is the machine's nats-server (NATSServer's, JetStream on), which
 // scripts/services.sh starts when it is down. Tests that need a server of
 // their own (to stop, restart or configure it) use StartNATSProc.
 const NATSAddr = "127.0.0.1:4222"
@@ -42,8 +43,22 @@ func StartNATSProc(dir string, port int, extra ...string) (addr string, p *Proc,
 	return "", nil, err
 }
 
+// NATSServer is the nats-server binary the tests run: the one
+// scripts/services.sh builds into .cache/bin from the Go module proxy
+// (v2.15.2), else one on PATH (Debian's 2.9.10, which granted a term twice
+// across a stream-leader change in the cluster suite: docs/providers/nats.md).
+func NATSServer() (string, error) {
+	if root, err := RepoRoot(); err == nil {
+		p := filepath.Join(root, ".cache", "bin", "nats-server")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return Tool("nats-server", "")
+}
+
 func startNATS(dir string, port int, extra []string) (*Proc, error) {
-	bin, err := Tool("nats-server", "")
+	bin, err := NATSServer()
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,8 @@ const maxAttempts = 32
 
 var errBusy = errors.New("the record kept changing under concurrent writes")
 
+var errStale = errors.New("the store answered with a record older than this client's own last write")
+
 // kvKey is the bucket key of a lease key. NATS keys are subjects: bytes
 // other than letters, digits, "-" and "_" are written =XX (hex), so any key
 // is one subject token, and distinct keys stay distinct ("a.b", "a b").
@@ -90,15 +92,15 @@ type state struct {
 }
 
 func (p *Provider) read(ctx context.Context, kv jetstream.KeyValue, key string) (state, error) {
-	e, err := kv.Get(ctx, kvKey(key))
+	e, err := p.get(ctx, kvKey(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return state{}, nil
 	}
 	if err != nil {
 		return state{}, p.explain(err)
 	}
-	st := state{rev: e.Revision(), at: e.Created()}
-	if err := json.Unmarshal(e.Value(), &st.rec); err != nil {
+	st := state{rev: e.rev, at: e.created}
+	if err := json.Unmarshal(e.value, &st.rec); err != nil {
 		return state{}, fmt.Errorf("the record of key %s in bucket %q is not electd's (%v): was it written by another program?", kvKey(key), p.bucket, err)
 	}
 	return st, nil
@@ -226,10 +228,11 @@ func (p *Provider) rewrite(ctx context.Context, lease providers.Lease, next reco
 	if err != nil {
 		return err
 	}
-	if rev, ok := p.lastWrite(lease); ok {
+	mine, wrote := p.lastWrite(lease)
+	if wrote {
 		// Nobody wrote the key since this client's last write of the
 		// term: the compare-and-set proves holder and token still match.
-		rev, err := p.write(ctx, kv, lease.Key, next, rev)
+		rev, err := p.write(ctx, kv, lease.Key, next, mine)
 		if err == nil {
 			p.remember(lease.Key, written{holder: lease.Holder, token: lease.Token, rev: rev})
 			return nil
@@ -245,6 +248,16 @@ func (p *Provider) rewrite(ctx context.Context, lease providers.Lease, next reco
 		st, err := p.read(ctx, kv, lease.Key)
 		if err != nil {
 			return err
+		}
+		if wrote && st.rev < mine {
+			// The answer is older than this client's own acknowledged
+			// write of the term: a stream leader deposed while it was cut
+			// off, and not yet told, answers reads and refuses writes
+			// from its old state until it is. That is no verdict on the
+			// term. Tried again, on the same revision; if the store did
+			// lose the write, the agent's window ends the term.
+			p.remember(lease.Key, written{holder: lease.Holder, token: lease.Token, rev: mine})
+			return fmt.Errorf("%w: revision %d, this client wrote %d", errStale, st.rev, mine)
 		}
 		if st.rev == 0 || st.rec.Holder != lease.Holder || st.rec.Token != lease.Token {
 			return providers.ErrLost
@@ -331,7 +344,11 @@ func (p *Provider) now(ctx context.Context, kv jetstream.KeyValue) (time.Time, e
 		}
 		return pr.at, nil
 	case <-ctx.Done():
-		return time.Time{}, ctx.Err()
+		// A probe that outlasts its caller may hang on a server lost
+		// silently: the caller's deadline is a reason to check the
+		// connection, as for any request (explain), not only the probe's
+		// own opTimeout.
+		return time.Time{}, fmt.Errorf("read the server's clock: %w", p.explain(ctx.Err()))
 	}
 }
 
@@ -341,9 +358,9 @@ func (p *Provider) runProbe(kv jetstream.KeyValue, pr *probe) {
 	// Another client's later write of the clock key may be what Get
 	// returns: its time is as good, stamped before the Get was answered.
 	if _, pr.err = kv.Put(ctx, clockKey, nil); pr.err == nil {
-		var e jetstream.KeyValueEntry
-		if e, pr.err = kv.Get(ctx, clockKey); pr.err == nil {
-			pr.at = e.Created()
+		var e entry
+		if e, pr.err = p.get(ctx, clockKey); pr.err == nil {
+			pr.at = e.created
 		}
 	}
 	if pr.err != nil {

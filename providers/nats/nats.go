@@ -299,8 +299,8 @@ func (p *Provider) store(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	// A bucket created a moment ago may leave its first reads
 	// unanswered (below): one read answered before any caller reads.
-	if _, err := answered(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
-		e, err := kv.Get(ctx, clockKey)
+	if _, err := answered(ctx, func(ctx context.Context) (entry, error) {
+		e, err := p.get(ctx, clockKey)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			err = nil
 		}

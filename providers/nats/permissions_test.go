@@ -19,7 +19,7 @@ func natsPermissions(bucket string) (pub, sub []string) {
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO." + stream,
 		"$JS.API.STREAM.CREATE." + stream,
-		"$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.STREAM.MSG.GET." + stream,
 		"$JS.API.CONSUMER.CREATE." + stream + ".>",
 		"$JS.API.CONSUMER.DELETE." + stream + ".>",
 		"$JS.FC." + stream + ".>",

@@ -155,7 +155,7 @@ func TestServerStall(t *testing.T) {
 // TestNoJetStream: a server without JetStream is named as such.
 func TestNoJetStream(t *testing.T) {
 	t.Parallel()
-	bin, err := teststore.Tool("nats-server", "")
+	bin, err := teststore.NATSServer()
 	if err != nil {
 		t.Fatal(err)
 	}
