@@ -33,8 +33,7 @@ job "w" {
 	eventually(t, 10*time.Second, "node-1 runs the command", func() bool { return len(lines(t, dir+"/shims")) == 1 })
 	a2 := startAgent(t, loadConfig(t, job("node-2")))
 	eventually(t, 10*time.Second, "node-2 follows", func() bool { return a2.job("w").state == StateFollower })
-	// A spare starts in milliseconds: node-2's is waiting well before this.
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, 10*time.Second, "node-2 keeps a spare", a2.opts.spares.Ready)
 	stopped := uptimeTicks(t)
 	a1.stop(t)
 	eventually(t, 10*time.Second, "node-2 runs the command", func() bool { return len(lines(t, dir+"/shims")) == 2 })

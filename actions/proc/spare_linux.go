@@ -102,6 +102,17 @@ func (s *Spares) Close() {
 	s.running.Wait()
 }
 
+// Ready reports whether a spare is started and waiting to be taken (for
+// tests, which wait on it).
+func (s *Spares) Ready() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle != nil
+}
+
 // take returns the ready spare, if any, for spec's shim; the next one
 // starts refillAfter later.
 func (s *Spares) take(spec Spec) *spare {
