@@ -102,15 +102,18 @@ func (s *Spares) Close() {
 	s.running.Wait()
 }
 
-// Ready reports whether a spare is started and waiting to be taken (for
-// tests, which wait on it).
-func (s *Spares) Ready() bool {
+// Waiting is the pid of the spare started and waiting to be taken, 0
+// while there is none (tests wait on it).
+func (s *Spares) Waiting() int {
 	if s == nil {
-		return false
+		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.idle != nil
+	if s.idle == nil {
+		return 0
+	}
+	return s.idle.cmd.Process.Pid
 }
 
 // take returns the ready spare, if any, for spec's shim; the next one
