@@ -97,7 +97,7 @@ job "piped" {
   ttl         = "30s"
   renew_every = "5s"
   run {
-    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %s/child.pid; while :; do echo working; sleep 0.05; done"]
+    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %[2]s/child.pid; while :; do echo working; echo >> %[2]s/lines; sleep 0.05; done"]
     stop_timeout = "5s"
   }
 }
@@ -112,8 +112,16 @@ job "piped" {
 	}
 	defer a.Kill()
 	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
-	a.Out.Close() // the reader goes away; every later write gets EPIPE
-	time.Sleep(300 * time.Millisecond)
+	// The reader goes away; every later write gets EPIPE. The child then
+	// prints six more lines, each of which the agent writes to its output.
+	printed := func() int { b, _ := os.ReadFile(filepath.Join(dir, "lines")); return len(b) }
+	a.Out.Close()
+	closed := printed()
+	for deadline := time.Now().Add(20 * time.Second); printed() < closed+6; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child printed no six lines within 20s of the reader's close")
+		}
+	}
 	a.Signal(syscall.SIGTERM)
 	select {
 	case <-a.Done():
