@@ -54,7 +54,7 @@ func TestRemaining(t *testing.T) {
 		if r1 < ttl-2*time.Second {
 			t.Fatalf("Remaining right after Acquire = %s, want close to %s", r1, ttl)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the term runs down by the server's own clock
 		r2 := remaining()
 		if d := r1 - r2; d < 400*time.Millisecond || d > 2*time.Second {
 			t.Fatalf("Remaining went from %s to %s in 500ms", r1, r2)
