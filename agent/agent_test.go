@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/metrics"
 	"github.com/electd/electd/providers"
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
@@ -173,7 +175,7 @@ func TestStepDown(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "node-2 takes over", func() bool { return a2.job("s").state == "leader" })
 	// node-1 holds off for a ttl and then just follows.
-	time.Sleep(500 * time.Millisecond)
+	turns(t, 3, a1, "s") // it asked the store three times since
 	if s := a1.job("s"); s.state == "leader" {
 		t.Errorf("node-1 leads again during its hold-off")
 	}
@@ -203,6 +205,7 @@ job "n" {
 	})
 	t.Run("on-failure", func(t *testing.T) {
 		db, dir := sqliteDB(t), t.TempDir()
+		m := metrics.New("test", "x")
 		// Fails twice, then exits cleanly and is left alone.
 		a := startAgent(t, loadConfig(t, agentConfig("node-1", db, fmt.Sprintf(`
 job "f" {
@@ -210,11 +213,16 @@ job "f" {
   run {
     command = ["sh", "-c", "echo $ELECTD_TOKEN >> %[2]s/runs; [ $(wc -l < %[2]s/runs) -ge 3 ] && exit 0; exit 1"]
     restart      = "on-failure"
+    restart_wait = "100ms"
     stop_timeout = "1s"
   }
-}`, quick, dir))))
-		eventually(t, 15*time.Second, "three runs", func() bool { return len(lines(t, dir+"/runs")) >= 3 })
-		time.Sleep(2 * time.Second) // no fourth run after the clean exit
+}`, quick, dir))), func(o *Options) { o.Metrics = m })
+		eventually(t, 15*time.Second, "the clean exit", func() bool {
+			return testutil.ToFloat64(m.ActionRuns.WithLabelValues("f", "elected", "run", "ok")) == 1
+		})
+		// No fourth run after the clean exit: the term went on for four
+		// renewals (2s, twenty restart_waits) since.
+		turns(t, 4, a, "f")
 		got := lines(t, dir+"/runs")
 		if strings.Join(got, ",") != "1,1,1" {
 			t.Errorf("runs %q, want three in the same term (token 1) and no more", got)

@@ -104,7 +104,7 @@ job "pinned" {
 `
 	web := startAgent(t, loadConfig(t, fleetConfig("web", db, `role = "web"`, false, jobs)))
 	eventually(t, 10*time.Second, "web leads the unconstrained job", func() bool { return web.job("any").state == StateLeader })
-	time.Sleep(time.Second)
+	turns(t, 2, web, "gpu") // it looked at the store twice, and stayed out
 	st := statusOf(web, "gpu")
 	if st.State != StateNotEligible || st.Eligible || st.Competing || !strings.Contains(st.Waiting, "not eligible") {
 		t.Fatalf("gpu job on a web node: %+v; want not_eligible, not competing, a reason", st)
@@ -231,7 +231,7 @@ func TestBalanceSpreadsJobs(t *testing.T) {
 	var agents []*testAgent
 	for i := range 3 {
 		agents = append(agents, startAgent(t, loadConfig(t, fleetConfig(fmt.Sprintf("n%d", i), db, "", true, jobs.String())), quiet))
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a deliberate stagger: agents that join one after another, as in a rollout
 	}
 	spread := func(want int) func() bool {
 		return func() bool {
@@ -277,7 +277,10 @@ func TestNoBalanceIsSticky(t *testing.T) {
 	a := startAgent(t, loadConfig(t, fleetConfig("a", db, "", false, jobs.String())), quiet)
 	eventually(t, 10*time.Second, "a leads all", func() bool { return leaders(a)[0] == 6 })
 	b := startAgent(t, loadConfig(t, fleetConfig("b", db, "", false, jobs.String())), quiet)
-	time.Sleep(4 * time.Second)
+	// b tried each job and was refused, and both took the views in which
+	// a balancing fleet would have moved jobs to b.
+	turns(t, 3, b, "s0", "s1", "s2", "s3", "s4", "s5")
+	settle(t, 4, a, b)
 	if got := leaders(a, b); got[0] != 6 || got[1] != 0 {
 		t.Errorf("with balance = false the leaders moved: %v", got)
 	}
@@ -309,9 +312,12 @@ func TestPreferMovesTheJob(t *testing.T) {
 	if tok := eu.job("etl").token; tok != first+1 {
 		t.Errorf("token %d after one handover from %d: want the next", tok, first)
 	}
-	time.Sleep(3 * time.Second)
-	if eu.job("etl").state != StateLeader {
-		t.Errorf("the preferred node lost the job again: %+v", eu.job("etl"))
+	// us-1 asked the store three times more, and both agents took three
+	// views (each a chance to move the job back).
+	turns(t, 3, us, "etl")
+	settle(t, 3, us, eu)
+	if s := eu.job("etl"); s.state != StateLeader || s.token != first+1 {
+		t.Errorf("the preferred node lost the job again: %+v", s)
 	}
 }
 
@@ -337,7 +343,7 @@ func TestMembershipSlotsFull(t *testing.T) {
 	eventually(t, 10*time.Second, "the job leads and the full slots are logged", func() bool {
 		return a.job("j").state == StateLeader && strings.Contains(log.String(), "every membership slot on the store is taken")
 	})
-	time.Sleep(3 * memberEvery) // it tries again every memberEvery
+	settle(t, 4, a) // a view follows each try for a slot: three more tries at least
 	if n := strings.Count(log.String(), "every membership slot"); n != 1 {
 		t.Errorf("the full slots were logged %d times, want once:\n%s", n, log.String())
 	}

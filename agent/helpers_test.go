@@ -436,3 +436,33 @@ func lines(t *testing.T, path string) []string {
 	}
 	return strings.Split(s, "\n")
 }
+
+// leaseOps is how many lease operations (acquire, renew, observe: answered
+// or not) job has ended on a; 0 until the agent runs it.
+func leaseOps(a *testAgent, job string) uint64 {
+	for _, j := range a.running() {
+		if j.name() == job {
+			return j.opsDone()
+		}
+	}
+	return 0
+}
+
+// turns waits until each of jobs on a has ended n more lease operations
+// from now: proof that its loop has tried (and been refused, or held off)
+// n times, whatever the machine's load.
+func turns(t *testing.T, n uint64, a *testAgent, jobs ...string) {
+	t.Helper()
+	start := make([]uint64, len(jobs))
+	for i, j := range jobs {
+		start[i] = leaseOps(a, j)
+	}
+	eventually(t, time.Duration(n)*10*time.Second, fmt.Sprintf("%d lease operations of %v", n, jobs), func() bool {
+		for i, j := range jobs {
+			if leaseOps(a, j) < start[i]+n {
+				return false
+			}
+		}
+		return true
+	})
+}

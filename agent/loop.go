@@ -51,6 +51,10 @@ type loop struct {
 	fleet   *fleet   // this node's tags, balance and drain (fleet.go)
 	members *members // nil when no job here needs to know the other agents
 
+	// lateRenewals counts the renewal answers that came after their term
+	// had ended, and were ignored (tests wait on it).
+	lateRenewals atomic.Int64
+
 	// Owned by the loop's goroutine.
 	leading  int // leader-mode jobs leading now
 	timers   timerHeap

@@ -35,10 +35,22 @@ func TestSameNodeIDNeverBothLead(t *testing.T) {
 	eventually(t, 10*time.Second, "the first agent leads", func() bool { return a.job("dup").state == "leader" })
 	b := startAgent(t, loadConfig(t, agentConfig("same", db, jobs)))
 
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
+	// Watched until the twin has seen the clash and has been refused ten
+	// times more since: never both leaders meanwhile.
+	clashSeen, lastErr := uint64(0), ""
+	deadline := time.Now().Add(30 * time.Second)
+	for clashSeen == 0 || leaseOps(b, "dup") < clashSeen+10 {
 		if a.job("dup").state == "leader" && b.job("dup").state == "leader" {
 			t.Fatal("both agents with node_id \"same\" lead")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the twin showed no clash and ten refusals since within 30s: last_error %q", lastErr)
+		}
+		for _, j := range b.Jobs() {
+			lastErr = j.LastError
+		}
+		if clashSeen == 0 && strings.Contains(lastErr, "node_id clash") {
+			clashSeen = leaseOps(b, "dup")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -63,19 +75,28 @@ func TestSameNodeIDNeverBothLead(t *testing.T) {
 func TestRestartedAgentWaitsForItsOldLease(t *testing.T) {
 	db := sqliteDB(t)
 	p := sqliteProvider(t, db)
+	asked := time.Now() // the old lease expires 3s after this, or later
 	old, err := p.Acquire(t.Context(), "job1", holderOf("node-1", "0badcafe"), 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, "job \"job1\" {\n"+quickTimings+"}\n")))
-	time.Sleep(time.Second)
-	if s := a.job("job1"); s.state == "leader" {
+	turns(t, 2, a, "job1") // it asked twice
+	if s := a.job("job1"); s.state == "leader" && time.Since(asked) < 3*time.Second {
 		t.Fatalf("took the unexpired lease of an earlier process: %+v", s)
 	}
 	eventually(t, 10*time.Second, "leads once the old lease expired", func() bool {
 		s := a.job("job1")
 		return s.state == "leader" && s.token > old.Token
 	})
+	// Whenever it asked, it was elected only once the old lease expired.
+	h, _ := a.History("job1")
+	for _, tr := range h {
+		if tr.Type == config.EventElected && tr.Time.Sub(asked) < 3*time.Second {
+			t.Fatalf("elected %s after the old lease was taken, before its 3s ttl ended: %+v",
+				tr.Time.Sub(asked), tr)
+		}
+	}
 }
 
 // A run command that exits at once under restart = "never" gives up the
@@ -94,20 +115,30 @@ job "quick" {
     stop_timeout = "1s"
   }
 }`, dir))), func(o *Options) { o.Metrics = m })
-	eventually(t, 10*time.Second, "the first run", func() bool { return len(lines(t, dir+"/starts")) > 0 })
-	time.Sleep(4 * time.Second)
-	// Without spacing this is one election per few milliseconds (hundreds);
-	// doubling from retry_every gives 100+200+400+800+1600ms: about 5.
-	var n uint64
-	for _, s := range a.sample() {
-		if s.Job == "quick" {
-			n = s.Elected
+	// Without spacing the terms follow each other within milliseconds;
+	// the pause after each doubles from retry_every: 100, 200, 400, 800ms.
+	eventually(t, 15*time.Second, "five terms", func() bool { return len(lines(t, dir+"/starts")) >= 5 })
+	h, _ := a.History("quick")
+	var demoted time.Time
+	pause, terms := 100*time.Millisecond, 0
+	for _, tr := range h {
+		switch tr.Type {
+		case config.EventDemoted:
+			demoted = tr.Time
+		case config.EventElected:
+			terms++
+			if demoted.IsZero() {
+				continue
+			}
+			if gap := tr.Time.Sub(demoted); gap < pause {
+				t.Errorf("term %d began %s after the last ended, want at least %s", terms, gap, pause)
+			}
+			pause *= 2
 		}
 	}
-	if n > 10 {
-		t.Errorf("%v elections in about 4s", n)
+	if terms < 5 {
+		t.Errorf("%d terms in the history, want 5 or more: %+v", terms, h)
 	}
-	_ = a
 }
 
 // A node whose run command cannot start gives the job away, reports why,
@@ -172,7 +203,7 @@ job "flaky" {
 	if n := testutil.ToFloat64(m.ActionRuns.WithLabelValues("flaky", "elected", "run", "failed")); n != 3 {
 		t.Errorf("%v failed runs before giving the job away, want 3", n)
 	}
-	time.Sleep(time.Second)
+	turns(t, 3, a, "flaky") // it looked at the store three times while holding off
 	if s := a.job("flaky"); s.state == "leader" {
 		t.Errorf("leads again within hold_off: %+v", s)
 	}

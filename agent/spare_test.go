@@ -33,9 +33,8 @@ job "w" {
 	eventually(t, 10*time.Second, "node-1 runs the command", func() bool { return len(lines(t, dir+"/shims")) == 1 })
 	a2 := startAgent(t, loadConfig(t, job("node-2")))
 	eventually(t, 10*time.Second, "node-2 follows", func() bool { return a2.job("w").state == StateFollower })
-	// A spare starts in milliseconds: node-2's is waiting well before this.
-	time.Sleep(500 * time.Millisecond)
-	stopped := uptimeTicks(t)
+	var spare int
+	eventually(t, 10*time.Second, "node-2 keeps a spare", func() bool { spare = a2.opts.spares.Waiting(); return spare != 0 })
 	a1.stop(t)
 	eventually(t, 10*time.Second, "node-2 runs the command", func() bool { return len(lines(t, dir+"/shims")) == 2 })
 	node, pid, _ := strings.Cut(lines(t, dir+"/shims")[1], " ")
@@ -43,44 +42,16 @@ job "w" {
 	if node != "node-2" {
 		t.Fatalf("the second start was on %s", node)
 	}
-	// Clock ticks (1/100 s): a shim started for the election would start at
-	// or after the stop.
-	if started := startTicks(t, shim); started > stopped-10 {
-		t.Errorf("node-2's command runs under shim %d, started at tick %d: not a spare waiting before the handover (tick %d)", shim, started, stopped)
+	// The very shim that was waiting before the handover, not one started
+	// for the election.
+	if shim != spare {
+		t.Errorf("node-2's command runs under shim %d, not under the spare %d that waited before the handover", shim, spare)
 	}
 
 	a2.stop(t)
 	if left := slices.DeleteFunc(spareShims(), func(pid int) bool { return slices.Contains(before, pid) }); len(left) > 0 {
 		t.Errorf("spare shims %v still running after both agents stopped", left)
 	}
-}
-
-// uptimeTicks is the time since boot in clock ticks (USER_HZ, 100 a
-// second), as /proc/PID/stat gives a process's start.
-func uptimeTicks(t *testing.T) int64 {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		t.Fatal(err)
-	}
-	secs, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int64(secs * 100)
-}
-
-// startTicks is when process pid started, in clock ticks since boot.
-func startTicks(t *testing.T, pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	n, err := strconv.ParseInt(f[19], 10, 64) // field 22, starttime
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // spareShims lists the running spare shims started by this process: its

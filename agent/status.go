@@ -197,6 +197,9 @@ type status struct {
 	// The last transitions, oldest first (a ring once full).
 	history                         []Transition
 	elected, demoted, leaderChanges uint64
+	// ops counts the lease operations ended, answered or not (opDone):
+	// tests wait on it for proof that the loop turned.
+	ops uint64
 	// Terms of this node that ended, by reason (electd_leader_changes_total).
 	termsEnded map[string]uint64
 	// A task job's last runs (a ring of their own, so that a task every
@@ -355,6 +358,7 @@ func (s *status) opDone(err error) {
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.st.LastAttempt = now
+	s.ops++
 	if err != nil && !errors.Is(err, providers.ErrLost) {
 		s.st.LastError = err.Error()
 		if s.st.StoreUnreachableSince == nil {
@@ -363,6 +367,13 @@ func (s *status) opDone(err error) {
 		return
 	}
 	s.st.LastLeaseOp, s.st.StoreUnreachableSince = now, nil
+}
+
+// opsDone is how many lease operations the job has ended (opDone).
+func (s *status) opsDone() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ops
 }
 
 func (s *status) setLastError(msg string) {

@@ -103,13 +103,21 @@ func TestTaskOncePerSlot(t *testing.T) {
 			for i := 1; i <= 3; i++ {
 				agents = append(agents, startAgent(t, loadConfig(t, agentConfig(fmt.Sprintf("node-%d", i), db, taskJob(mode, out)))))
 			}
-			time.Sleep(5500 * time.Millisecond)
+			// Five slots, each a chance for two agents to run one; the
+			// agents stop after, and no slot ran twice meanwhile.
+			eventually(t, 30*time.Second, "five slots ran", func() bool {
+				slots := map[string]bool{}
+				for _, l := range lines(t, out) {
+					slots[strings.Fields(l)[0]] = true
+				}
+				return len(slots) >= 5
+			})
 			for _, a := range agents {
 				a.stop(t)
 			}
 			seen := checkSlots(t, out)
-			if len(seen) < 3 {
-				t.Errorf("%d slots ran in 5.5s of @every 1s, want at least 3: %v", len(seen), lines(t, out))
+			if len(seen) < 5 {
+				t.Errorf("%d slots ran, want at least 5: %v", len(seen), lines(t, out))
 			}
 			nodes := map[string]bool{}
 			for _, v := range seen {
@@ -153,7 +161,22 @@ job "hourly" {
 	a.stop(t)
 	b := startAgent(t, loadConfig(t, agentConfig("node-2", db, job)))
 	eventually(t, 10*time.Second, "node-2 leads", func() bool { return b.job("hourly").state == "leader" })
-	time.Sleep(time.Second)
+	// node-2 took over node-1's record, and renewed its lease twice since:
+	// a run it decided on would have been recorded with the first.
+	eventually(t, 10*time.Second, "node-2 shows node-1's run", func() bool {
+		for _, j := range b.Jobs() {
+			if j.Task != nil && j.Task.LastRun != nil && j.Task.LastRun.Node == "node-1" && j.Task.LastRun.Slot.Equal(hour) {
+				return true
+			}
+		}
+		return false
+	})
+	turns(t, 2, b, "hourly")
+	for _, j := range b.Jobs() {
+		if r := j.Task.LastRun; r == nil || r.Node != "node-1" || !r.Slot.Equal(hour) {
+			t.Errorf("node-2's last run %+v, want node-1's of %s", r, hour)
+		}
+	}
 	b.stop(t)
 	got := lines(t, out)
 	want := hour.UTC().Format(time.RFC3339) + " node-1 2"

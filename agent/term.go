@@ -211,6 +211,7 @@ func (t *term) renew(r renewal) {
 	lease.Value = r.value
 	j.l.renew(renewOp{lease: lease, timeout: timing.AttemptTimeout(t.sent, t.stopBy, sent), done: func(renewed providers.Lease, err error) {
 		if !t.current() {
+			j.l.lateRenewals.Add(1)
 			return // the term is over; its release is under way or done
 		}
 		t.renewing = false

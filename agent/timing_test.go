@@ -172,9 +172,10 @@ func TestOverdueRenewalStepsDownAtDeadline(t *testing.T) {
 	if c.op != "renew" || c.err != nil {
 		t.Fatalf("the overdue renewal ended with %s %v, want a success", c.op, c.err)
 	}
-	// The answer is posted to the loop after the call returns: give it
-	// time to arrive, then let the loop finish whatever it is doing.
-	time.Sleep(100 * time.Millisecond)
+	// The answer is posted to the loop after the call returns: wait until
+	// the loop has taken it (and found its term over), then let the loop
+	// finish whatever it is doing.
+	eventually(t, 5*time.Second, "the late answer reaches the loop", func() bool { return j.l.lateRenewals.Load() == 1 })
 	synced := make(chan struct{})
 	j.l.post(func() { close(synced) })
 	<-synced
@@ -284,9 +285,15 @@ func TestNotificationsDoNotStorm(t *testing.T) {
 	burst := func() int {
 		for range 40 {
 			l.post(j.notify)
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // spread over the attempt's flight and the wait after
 		}
-		time.Sleep(100 * time.Millisecond)
+		// The loop has taken every notification, and no attempt is out:
+		// each sent was answered, so the store has seen (and recorded) it.
+		eventually(t, 5*time.Second, "no attempt out after the burst", func() bool {
+			idle := make(chan bool)
+			l.post(func() { idle <- j.phase != asking })
+			return <-idle
+		})
 		n := 0
 		for len(f.calls) > 0 {
 			if c := <-f.calls; c.op == "acquire" {

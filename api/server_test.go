@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,9 +62,10 @@ func TestServerClosesIdleConnections(t *testing.T) {
 // only once one of the first two is done.
 func TestServerCapsConnections(t *testing.T) {
 	lim := Limits{MaxConns: 2, IdleTimeout: time.Minute, ReadHeaderTimeout: time.Minute}
-	var inFlight, most atomic.Int32
-	release := make(chan struct{})
+	var inFlight, most, entered atomic.Int32
+	release := make(chan struct{}, 16)
 	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered.Add(1)
 		n := inFlight.Add(1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
@@ -74,13 +76,21 @@ func TestServerCapsConnections(t *testing.T) {
 
 	const clients = 6
 	var wg sync.WaitGroup
-	var served atomic.Int32
+	var served, wrote atomic.Int32
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tr := &http.Transport{DisableKeepAlives: true}
-			resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Get("http://" + addr + "/")
+			req, err := http.NewRequest("GET", "http://"+addr+"/", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+			}))
+			resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
 			if err != nil {
 				t.Error(err)
 				return
@@ -89,16 +99,29 @@ func TestServerCapsConnections(t *testing.T) {
 			served.Add(1)
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				close(release)
+				t.Fatalf("%s: not within 10s (in the handler %d, entered %d, served %d)", what, inFlight.Load(), entered.Load(), served.Load())
+			}
+		}
 	}
-	// Without the cap the other four would be in the handler by now.
-	time.Sleep(300 * time.Millisecond)
-	if n := inFlight.Load(); n != 2 {
-		t.Errorf("%d requests in the handler at once, want the cap, 2", n)
+	// Every client has sent its request, and two are in the handler.
+	wait("six requests sent, two in the handler", func() bool { return wrote.Load() == clients && inFlight.Load() == 2 })
+	// Each answer lets exactly one waiting client in: the server took one
+	// connection from those waiting, where without the cap it would have
+	// taken them all.
+	for i := int32(1); i <= clients-2; i++ {
+		release <- struct{}{}
+		wait("one more client in after an answer", func() bool { return served.Load() == i && entered.Load() == 2+i })
+		if n := inFlight.Load(); n != 2 {
+			t.Errorf("%d requests in the handler at once after %d answers, want the cap, 2", n, i)
+		}
 	}
-	close(release)
+	release <- struct{}{}
+	release <- struct{}{}
 	wg.Wait()
 	if served.Load() != clients || most.Load() != 2 {
 		t.Errorf("%d of %d clients served, at most %d at once; want all, at most 2", served.Load(), clients, most.Load())

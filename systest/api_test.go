@@ -608,7 +608,7 @@ func TestAPIAndCLI(t *testing.T) {
 			t.Errorf("leases -json with no agent: %s", out)
 		}
 		// Once the ttl has passed, the record shows it expired; the token stays.
-		time.Sleep(time.Until(*rows[0].Expires) + 100*time.Millisecond)
+		time.Sleep(time.Until(*rows[0].Expires) + 100*time.Millisecond) // the term ends by the store's clock
 		out, _, _ = cli(t, nil, "leases", "-config", b.cfg)
 		t.Logf("electd leases after expiry:\n%s", out)
 		if row := tableRow(t, out, "billing"); row["TOKEN"] != strconv.FormatUint(lead.Token, 10) {

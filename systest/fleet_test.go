@@ -121,7 +121,7 @@ func TestBalanceAcrossAgents(t *testing.T) {
 			var as []*cluster.Agent
 			for i := range agents {
 				as = append(as, fleetNode(t, dir, p, fmt.Sprintf("node-%d", i+1), nil, jobs.String()))
-				time.Sleep(time.Second)
+				time.Sleep(time.Second) // a deliberate stagger: agents that join one after another, as in a rollout
 			}
 			last := time.Now()
 			spread := func(want int, of []*cluster.Agent) (bool, []int) {

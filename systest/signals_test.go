@@ -32,8 +32,9 @@ job "stubborn" {
   ttl         = "60s"
   renew_every = "5s"
   run {
-    # Ignores SIGTERM: a graceful stop would wait the whole stop_timeout.
-    command      = ["sh", "-c", "trap '' TERM; echo \"$$ $ELECTD_TOKEN\" > %s/child.pid; while :; do sleep 0.05; done"]
+    # Survives SIGTERM (and says it got it): a graceful stop would wait
+    # the whole stop_timeout. Each turn of its loop is a line in ticks.
+    command      = ["sh", "-c", "trap 'echo >> %[2]s/term' TERM; echo \"$$ $ELECTD_TOKEN\" > %[2]s/child.pid; while :; do sleep 0.05; echo >> %[2]s/ticks; done"]
     stop_timeout = "40s"
   }
 }
@@ -49,11 +50,28 @@ job "stubborn" {
 	defer a.Kill()
 	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
 
+	// After the first SIGTERM the agent stops its child, which survives it
+	// and goes round its loop five more times: the agent still waits.
+	size := func(name string) int { b, _ := os.ReadFile(filepath.Join(dir, name)); return len(b) }
 	a.Signal(syscall.SIGTERM)
+	ticks := -1
+	for deadline := time.Now().Add(20 * time.Second); ticks < 0 || size("ticks") < ticks+5; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-a.Done():
+			t.Fatal("the agent exited at the first SIGTERM though its child survives it (stop_timeout 40s)")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 20s of the first SIGTERM: child signalled %v, %d turns of its loop since", ticks >= 0, size("ticks")-ticks)
+		}
+		if ticks < 0 && size("term") > 0 {
+			ticks = size("ticks")
+		}
+	}
 	select {
 	case <-a.Done():
-		t.Fatal("the agent exited at the first SIGTERM though its child ignores it (stop_timeout 40s)")
-	case <-time.After(500 * time.Millisecond):
+		t.Fatal("the agent exited at the first SIGTERM though its child survives it (stop_timeout 40s)")
+	default:
 	}
 	second := time.Now()
 	a.Signal(syscall.SIGTERM)
@@ -97,7 +115,7 @@ job "piped" {
   ttl         = "30s"
   renew_every = "5s"
   run {
-    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %s/child.pid; while :; do echo working; sleep 0.05; done"]
+    command      = ["sh", "-c", "echo \"$$ $ELECTD_TOKEN\" > %[2]s/child.pid; while :; do echo working; echo >> %[2]s/lines; sleep 0.05; done"]
     stop_timeout = "5s"
   }
 }
@@ -112,8 +130,16 @@ job "piped" {
 	}
 	defer a.Kill()
 	pid, _ := readPidToken(t, filepath.Join(dir, "child.pid"))
-	a.Out.Close() // the reader goes away; every later write gets EPIPE
-	time.Sleep(300 * time.Millisecond)
+	// The reader goes away; every later write gets EPIPE. The child then
+	// prints six more lines, each of which the agent writes to its output.
+	printed := func() int { b, _ := os.ReadFile(filepath.Join(dir, "lines")); return len(b) }
+	a.Out.Close()
+	closed := printed()
+	for deadline := time.Now().Add(20 * time.Second); printed() < closed+6; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child printed no six lines within 20s of the reader's close")
+		}
+	}
 	a.Signal(syscall.SIGTERM)
 	select {
 	case <-a.Done():

@@ -44,3 +44,4 @@ type Spares struct{}
 func NewSpares(path string) *Spares { return &Spares{} }
 func (s *Spares) Fill()             {}
 func (s *Spares) Close()            {}
+func (s *Spares) Waiting() int      { return 0 }

@@ -102,6 +102,20 @@ func (s *Spares) Close() {
 	s.running.Wait()
 }
 
+// Waiting is the pid of the spare started and waiting to be taken, 0
+// while there is none (tests wait on it).
+func (s *Spares) Waiting() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle == nil {
+		return 0
+	}
+	return s.idle.cmd.Process.Pid
+}
+
 // take returns the ready spare, if any, for spec's shim; the next one
 // starts refillAfter later.
 func (s *Spares) take(spec Spec) *spare {

@@ -266,20 +266,19 @@ func testNotify(t *testing.T, endpoint string) {
 	// wantBoth: one batch's keys change in one etcd revision, in no
 	// promised order.
 	wantBoth := func(a, b string) { t.Helper(); wantKeys(time.Second, a, b) }
+	// quiet: nothing was heard since the last change waited for. A watch
+	// reports changes in revision order: once it has reported a marker
+	// key acquired now, it has reported any change before it, and
+	// wantKeys fails on any other key.
+	markers := 0
 	quiet := func() {
 		t.Helper()
-		deadline := time.After(200 * time.Millisecond)
-		for {
-			select {
-			case k := <-got:
-				if k != "" {
-					t.Fatalf("unexpected changed(%q)", k)
-				}
-				t.Log(`changed(""): the watch was started again`)
-			case <-deadline:
-				return
-			}
+		markers++
+		key := fmt.Sprintf("marker-%d", markers)
+		if _, err := a.Acquire(ctx, key, "a", time.Minute); err != nil {
+			t.Fatal(err)
 		}
+		want(key, 5*time.Second)
 	}
 	if _, err := stranger.Acquire(ctx, "one", "x", time.Minute); err != nil {
 		t.Fatal(err)
@@ -311,15 +310,33 @@ func testNotify(t *testing.T, endpoint string) {
 	wantBoth("m1", "m2")
 	a.ReleaseMany(ctx, leases)
 	wantBoth("m1", "m2")
+	// After ctx ends, changed is not called any more: a witness watch,
+	// still live, hears the next acquisition, and b's does not.
+	witness := make(chan string, 100)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := a.Notify(wctx, func(key string) { witness <- key }); err != nil {
+		t.Fatal(err)
+	}
 	cancel()
-	time.Sleep(100 * time.Millisecond)
 	if _, err := a.Acquire(context.Background(), "after", "a", time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	for timeout := time.After(5 * time.Second); ; {
+		select {
+		case k := <-witness:
+			if k != "after" {
+				continue
+			}
+		case <-timeout:
+			t.Fatal(`the witness heard no changed("after") within 5s`)
+		}
+		break
 	}
 	select {
 	case k := <-got:
 		t.Fatalf("changed(%q) after ctx ended", k)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 }
 

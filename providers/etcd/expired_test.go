@@ -240,7 +240,7 @@ func TestProbeRevokes(t *testing.T) {
 			if _, err := cand.Acquire(ctx, key, "b", ttl); !errors.Is(err, providers.ErrHeld) {
 				t.Fatalf("candidate's Acquire of the live lease: %v", err)
 			}
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // an agent's attempts, spaced against the lease's real-time end
 		}
 		select {
 		case k := <-heard:

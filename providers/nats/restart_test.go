@@ -1,7 +1,10 @@
 package nats
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +45,12 @@ func TestServerRestart(t *testing.T) {
 	acquired := time.Now()
 
 	proc.Stop() // SIGKILL: a crash, not a clean shutdown
-	time.Sleep(100 * time.Millisecond)
+	// Both clients have seen their connection go.
+	for deadline := time.Now().Add(10 * time.Second); a.nc.IsConnected() || b.nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a client still connected 10s after the server was killed")
+		}
+	}
 	for name, op := range map[string]func() error{
 		"Acquire": func() error { _, err := b.Acquire(ctx, "job", "b", time.Minute); return err },
 		"Renew":   func() error { _, err := a.Renew(ctx, l2); return err },
@@ -89,7 +97,7 @@ func TestServerRestart(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("no changed(\"\") after the client reconnected")
 	}
-	time.Sleep(time.Until(acquired.Add(3*time.Second + 100*time.Millisecond)))
+	time.Sleep(time.Until(acquired.Add(3*time.Second + 100*time.Millisecond))) // the crashed holder's term ends by the server's clock
 	l3 := mustAcquire(t, b, "job", "b", time.Minute)
 	if l3.Token != l2.Token+1 || l3.Value != "slot-1" {
 		t.Fatalf("after the restart: token %d value %q, want %d and the released value", l3.Token, l3.Value, l2.Token+1)
@@ -128,7 +136,7 @@ func TestServerStall(t *testing.T) {
 	if err := proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // stopped in all its threads
+	waitStopped(t, proc.Pid()) // stopped in all its threads
 	start := time.Now()
 	_, err := p.Renew(ctxT(t, 500*time.Millisecond), l)
 	took := time.Since(start)
@@ -174,4 +182,36 @@ func TestNoJetStream(t *testing.T) {
 		t.Fatalf("Acquire without JetStream: %v, want an error naming JetStream", err)
 	}
 	t.Log(err)
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T
+// in /proc), as a SIGSTOP leaves it.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				stopped = false
+				break
+			}
+			// The state follows the command's closing parenthesis.
+			f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+			if len(f) == 0 || f[0] != "T" {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped in all its threads within 10s of SIGSTOP", pid)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestRemaining(t *testing.T) {
 		if r1 < ttl-2*time.Second {
 			t.Fatalf("Remaining right after Acquire = %s, want close to %s", r1, ttl)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the term runs down by the server's own clock
 		r2 := remaining()
 		if d := r1 - r2; d < 400*time.Millisecond || d > 2*time.Second {
 			t.Fatalf("Remaining went from %s to %s in 500ms", r1, r2)
@@ -251,16 +252,33 @@ func TestNotify(t *testing.T) {
 			}
 			want("four")
 
-			// After ctx ends, changed is not called any more.
-			stop()
-			time.Sleep(100 * time.Millisecond)
-			for len(got) > 0 {
-				<-got
+			// After ctx ends, changed is not called any more: a witness
+			// subscription, still live, hears "five" from a quorum of the
+			// servers (Notify returns once a quorum confirmed it), and b,
+			// whose ctx ended before, does not.
+			witness := make(chan string, 100)
+			w := open(t, s)
+			t.Cleanup(func() { w.Close() })
+			if err := w.Notify(ctx, func(key string) { witness <- key }); err != nil {
+				t.Fatal(err)
 			}
+			stop()
 			l = mustAcquire(t, a, "five", "a")
-			time.Sleep(200 * time.Millisecond)
-			if len(got) > 0 {
-				t.Fatalf("changed(%q) after ctx ended", <-got)
+			timeout := time.After(10 * time.Second)
+			for heard := 0; heard < n/2+1; {
+				select {
+				case k := <-witness:
+					if k == "five" {
+						heard++
+					}
+				case <-timeout:
+					t.Fatalf("the witness heard changed(\"five\") from %d of a quorum of %d servers within 10s", heard, n)
+				}
+			}
+			for len(got) > 0 {
+				if k := <-got; k == "five" {
+					t.Fatalf("changed(%q) after ctx ended", k)
+				}
 			}
 			_ = a.Release(ctx, l)
 		})
@@ -282,17 +300,20 @@ func TestNotifyPrefix(t *testing.T) {
 	}
 	mustAcquire(t, other, "job", "a")
 	mustAcquire(t, odd, "job", "a")
-	select {
-	case k := <-got:
-		if k != "job" {
-			t.Fatalf("changed(%q)", k)
+	// One subscription hears the server's messages in order: once it has
+	// heard the marker, published last, it has heard what came before.
+	mustAcquire(t, odd, "marker", "a")
+	var heard []string
+	for timeout := time.After(5 * time.Second); !slices.Contains(heard, "marker"); {
+		select {
+		case k := <-got:
+			heard = append(heard, k)
+		case <-timeout:
+			t.Fatalf("no changed(\"marker\") within 5s; heard %q", heard)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notification")
 	}
-	time.Sleep(100 * time.Millisecond)
-	if len(got) > 0 {
-		t.Fatalf("heard another prefix's key too: %q", <-got)
+	if !slices.Equal(heard, []string{"job", "marker"}) {
+		t.Fatalf("heard %q, want [job marker]: another prefix's key heard too, or this one's missed", heard)
 	}
 }
 

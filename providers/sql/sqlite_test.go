@@ -106,7 +106,7 @@ func TestSQLiteChildProcess(t *testing.T) {
 	}
 	start := time.Unix(0, startNs)
 	for k := range childKeys {
-		time.Sleep(time.Until(start.Add(time.Duration(k) * 20 * time.Millisecond)))
+		time.Sleep(time.Until(start.Add(time.Duration(k) * 20 * time.Millisecond))) // a deliberate stagger: the processes' attempts interleave
 		key := fmt.Sprintf("key-%d", k)
 		l, err := p.Acquire(ctx, key, holder, time.Minute)
 		switch {
