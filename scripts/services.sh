@@ -265,6 +265,35 @@ buildah() {
 	apt_install buildah
 }
 
-want=${*:-postgres mariadb redis nats etcd azurite datastore ferretdb zookeeper lintian chromium netns rpm promtool buildah}
-for s in $want; do "$s"; done
+want=${*:-postgres mariadb redis etcd azurite datastore zookeeper lintian chromium netns rpm promtool buildah nats ferretdb}
+
+# The two servers built from source (nats-server, FerretDB) take a minute or
+# two each on a new machine: they build in the background while the rest is
+# installed and started, and each is waited for at its turn.
+building=()
+for s in $want; do
+	case $s in
+	nats)
+		nats_build &
+		building+=("nats=$!")
+		;;
+	ferretdb)
+		ferretdb &
+		building+=("ferretdb=$!")
+		;;
+	esac
+done
+built() { # the background build of $1 ended well (or there was none)
+	local b
+	for b in "${building[@]}"; do
+		if [ "${b%%=*}" = "$1" ]; then wait "${b#*=}"; return; fi
+	done
+}
+for s in $want; do
+	case $s in
+	ferretdb) built ferretdb ;;        # the build was all there was to it
+	nats) built nats || true; nats ;;  # nats() builds again, or falls back, if that failed
+	*) "$s" ;;
+	esac
+done
 log "ready: $want"
