@@ -545,6 +545,12 @@ func (p *Provider) judgeRelease(ctx context.Context, lease providers.Lease, rs [
 	return providers.Wrap("redis", "release", lease.Key, p.storeError(ctx, "released the lease", released, errs))
 }
 
+// sameExpiry is how far apart two servers' times left of one term (their
+// PTTLs, read a moment apart) may be and still be one renewal's: the
+// servers are sent it together. A server that has not had the renewal yet
+// is behind by the time between two renewals.
+const sameExpiry = 5 * time.Millisecond
+
 // Observe returns the lease as a quorum sees it: Holder is "" unless one
 // term is live on a quorum. The token of a free lease is the highest
 // counter among the servers that answered.
@@ -555,14 +561,29 @@ func (p *Provider) Observe(ctx context.Context, key string) (providers.Lease, er
 	rs := each(ctx, p, ioTimeout, func(ctx context.Context, n *node) (record, error) {
 		return p.nodeObserve(ctx, n, key)
 	}, nil, func(rs []result[record], answered []bool) bool {
-		// A quorum sees one live term: the others cannot change it.
-		live := map[[2]string]int{}
+		// A quorum sees one live term, with one time left: the others
+		// cannot change it. Expiries that differ (a renewal still on its way to a
+		// server, which the Renew did not wait for) are settled by the
+		// others' answers.
+		type seen struct {
+			n        int
+			min, max time.Duration
+		}
+		live := map[[2]string]*seen{}
 		for i, r := range rs {
-			if answered[i] && r.err == nil && r.v.ok {
-				id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
-				if live[id]++; live[id] >= p.quorum {
-					return true
-				}
+			if !answered[i] || r.err != nil || !r.v.ok {
+				continue
+			}
+			id := [2]string{r.v.holder, fmt.Sprint(r.v.token)}
+			s := live[id]
+			if s == nil {
+				s = &seen{min: r.v.remaining, max: r.v.remaining}
+				live[id] = s
+			}
+			s.n++
+			s.min, s.max = min(s.min, r.v.remaining), max(s.max, r.v.remaining)
+			if s.n >= p.quorum && s.max-s.min <= sameExpiry {
+				return true
 			}
 		}
 		return false
