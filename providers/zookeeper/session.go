@@ -96,12 +96,19 @@ func (p *Provider) hangGuard(ctx context.Context, s *session) (stop func()) {
 	if _, ok := ctx.Deadline(); !ok {
 		return func() {}
 	}
+	expired := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	unregister := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if expired() {
 			p.moveOff(s)
 		}
 	})
-	return func() { unregister() }
+	return func() {
+		// An operation that returned on ctx.Done may get here before ctx
+		// runs its AfterFuncs: stopping f then must not skip the move.
+		if unregister() && expired() {
+			p.moveOff(s)
+		}
+	}
 }
 
 // sniff is a connection that reads the negotiated session timeout out of the
