@@ -89,7 +89,13 @@ func (f *Freezer) copy(dst, src net.Conn, done <-chan struct{}) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
+			// The end of one side ends the other: a server that
+			// closes a connection (or says all it had to, as
+			// ZooKeeper's four-letter words do) is seen to by its
+			// client, as without the proxy.
+			if tc, ok := dst.(*net.TCPConn); ok && err == io.EOF {
+				_ = tc.CloseWrite()
+			} else {
 				dst.Close()
 			}
 			return

@@ -88,9 +88,11 @@
 // between the conformance suite (`providertest.Run`: 20 clients × 50 racing rounds, `ShortTTL` 1 s,
 // Notifier, no Remaining, no batching), `Handover`, `SessionTimeoutBounds`, `RenewOtherTTL`,
 // `CrashedHolder` (a holder process killed with SIGKILL), `Lapse`, `Digest`, `RootCreated` and
-// `NotifyNewKey`; `TestRestart` and `TestPartition` start their own. The settings' diagnostics (bad
+// `NotifyNewKey`; `TestRestart`, `TestPartition` and `TestLostServer` start their own (`TestLostServer`:
+// three proxies to one server, the session's frozen while the leader renews as the agent does; every
+// renewal lands within the window, the session kept). The settings' diagnostics (bad
 // servers, root paths, credentials; each on its line) are `TestSettingsDiagnostics`. The package's
-// tests take about 35 s, most of it the suite's store-down case (four 5 s deadlines against a closed
+// tests take about 45 s, most of it the suite's store-down case (four 5 s deadlines against a closed
 // port). The three-agent system test and the short fault-injection run cover `zookeeper` too
 // (`go test -run 'TestThreeAgents/zookeeper' ./systest/`, `go test -run TestFaults ./faults/
 // -faults.stores zookeeper`: 18 faults, no violation).

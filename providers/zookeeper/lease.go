@@ -42,6 +42,7 @@ func (p *Provider) acquire(ctx context.Context, key, holder string, ttl time.Dur
 	if err != nil {
 		return providers.Lease{}, err
 	}
+	defer p.hangGuard(ctx, s)()
 	if err := p.ensureRoot(ctx, s, false); err != nil {
 		return providers.Lease{}, err
 	}
@@ -143,6 +144,7 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (time.Time,
 	if err != nil {
 		return time.Time{}, err
 	}
+	defer p.hangGuard(ctx, s)()
 	ms, _ := sessionMs(lease.TTL)
 	key := lease.Key
 	confirmed := false
@@ -223,6 +225,7 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 	if err != nil {
 		return err
 	}
+	defer p.hangGuard(ctx, s)()
 	key := lease.Key
 	confirmed := false
 	for range attempts {
@@ -276,6 +279,7 @@ func (p *Provider) observe(ctx context.Context, key string) (providers.Lease, er
 	if err != nil {
 		return providers.Lease{}, err
 	}
+	defer p.hangGuard(ctx, s)()
 	st, err := p.read(ctx, s, key)
 	if err != nil {
 		return providers.Lease{}, err

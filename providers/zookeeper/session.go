@@ -37,6 +37,7 @@ type session struct {
 	warned     bool       // the raised timeout was logged
 	authMu     sync.Mutex // one authentication at a time
 	created    time.Time
+	cur        net.Conn // the connection dialed last (see moveOff)
 }
 
 // zkLogger sends the client's messages to hclog at debug level: errors
@@ -58,7 +59,56 @@ func (s *session) dial(network, address string, timeout time.Duration) (net.Conn
 	if err != nil {
 		return nil, err
 	}
-	return &sniff{Conn: c, s: s}, nil
+	sc := &sniff{Conn: c, s: s}
+	s.mu.Lock()
+	s.cur = sc
+	s.mu.Unlock()
+	return sc, nil
+}
+
+// moveOff closes the session's current connection, keeping the session: the
+// client fails the requests waiting on it (ErrConnectionClosed), dials the
+// next server of the list and resumes the same session there, with its
+// ephemeral znodes and watches. It is how a request that hung past its
+// attempt's timeout leaves a server lost silently (packets dropped, no
+// RST): left alone, the client gives such a server two thirds of the session
+// timeout (the ttl) before it moves, and every request waits on it
+// meanwhile, longer than a leader's renewal window. The agent sends a hung
+// renewal again at once (agent/term.go), and the retry goes to the next
+// server. A connection closed when its server was merely slow costs a
+// reconnection within the session, nothing more.
+func (p *Provider) moveOff(s *session) {
+	s.mu.Lock()
+	c := s.cur
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	p.log.Info("a ZooKeeper request hung past its timeout: moving the session to another server",
+		"server", c.RemoteAddr().String(), "session_timeout", s.asked)
+	_ = c.Close()
+}
+
+// hangGuard moves s off its server (moveOff) if ctx's deadline passes before
+// the returned stop is called: an operation calls stop when it returns.
+// A canceled ctx (the caller gave up, not the server) moves nothing.
+func (p *Provider) hangGuard(ctx context.Context, s *session) (stop func()) {
+	if _, ok := ctx.Deadline(); !ok {
+		return func() {}
+	}
+	expired := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
+	unregister := context.AfterFunc(ctx, func() {
+		if expired() {
+			p.moveOff(s)
+		}
+	})
+	return func() {
+		// An operation that returned on ctx.Done may get here before ctx
+		// runs its AfterFuncs: stopping f then must not skip the move.
+		if unregister() && expired() {
+			p.moveOff(s)
+		}
+	}
 }
 
 // sniff is a connection that reads the negotiated session timeout out of the
@@ -217,6 +267,13 @@ func (p *Provider) waitSession(ctx context.Context, s *session) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if ready && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// Still reconnecting at the attempt's deadline: the
+				// server it is trying may be lost silently after the
+				// handshake (the client waits ten times two thirds of
+				// the session timeout for its connect response).
+				p.moveOff(s)
+			}
 			return fmt.Errorf("%w: %w", errNoSession, ctx.Err())
 		case <-s.changes:
 		case <-t.C:
