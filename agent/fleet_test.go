@@ -361,8 +361,8 @@ func TestMembershipLeftAsStopBegins(t *testing.T) {
   renew_every = "500ms"
   retry_every = "300ms"
   run {
-    command      = ["sh", "-c", "trap 'touch %[1]s/stopping; sleep 2; exit 0' TERM; touch %[1]s/running; while :; do sleep 0.05; done"]
-    stop_timeout = "5s"
+    command      = ["sh", "-c", "trap 'touch %[1]s/stopping; while [ ! -e %[1]s/go ]; do sleep 0.05; done; exit 0' TERM; touch %[1]s/running; while :; do sleep 0.05; done"]
+    stop_timeout = "8s"
   }
 }
 `, dir)))
@@ -388,7 +388,10 @@ func TestMembershipLeftAsStopBegins(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, "stopping"))
 		return err == nil
 	})
-	eventually(t, time.Second, "the membership record released while the child still stops", func() bool {
+	// The child stops only once the test says so (or its 8 s stop_timeout
+	// passes): the record is released meanwhile, while the job's lease is
+	// still held.
+	eventually(t, 6*time.Second, "the membership record released while the child still stops", func() bool {
 		return member() == ""
 	})
 	if l, err := p.Observe(context.Background(), "j"); err != nil || l.Holder == "" {
@@ -396,7 +399,11 @@ func TestMembershipLeftAsStopBegins(t *testing.T) {
 	}
 	select {
 	case err := <-a.done:
-		t.Fatalf("the agent stopped within a second of its child's 2 s stop: %v", err)
+		t.Fatalf("the agent stopped while its child was still stopping: %v", err)
 	default:
+	}
+	// The child's stop ends; the test's cleanup waits for the agent.
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
