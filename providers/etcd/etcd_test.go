@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/configtest"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
@@ -269,18 +268,7 @@ func TestOpenSettings(t *testing.T) {
 // block one that Open accepts.
 func TestExampleConfig(t *testing.T) {
 	t.Setenv("ELECTD_ETCD_PASSWORD", "not-a-real-password")
-	root, err := teststore.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, diags := config.Load([]string{filepath.Join(root, "examples", "etcd-scheduler.hcl")}, config.Options{Types: map[string]providers.Type{"etcd": Type()}})
-	if diags.HasErrors() {
-		t.Fatalf("examples/etcd-scheduler.hcl: %v", diags.Err())
-	}
-	pc, ok := cfg.Provider("etcd.main")
-	if !ok {
-		t.Fatal("examples/etcd-scheduler.hcl declares no etcd.main")
-	}
+	pc := configtest.LoadExample(t, "etcd-scheduler.hcl", "etcd", Type(), "etcd.main")
 	p, err := pc.Settings.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
