@@ -24,6 +24,13 @@ func randomPrefix(t *testing.T) string {
 	return "/electd-test/" + providertest.UniqueName(t) + "/"
 }
 
+// ownServer starts an etcd server of t's own and returns its endpoint and
+// settings on it under a fresh prefix.
+func ownServer(t *testing.T) (endpoint string, s Settings) {
+	endpoint, _ = teststore.StartEtcd(t)
+	return endpoint, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+}
+
 func open(t *testing.T, s Settings) *Provider {
 	t.Helper()
 	p := providertest.Open(t, New, s)

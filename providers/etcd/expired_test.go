@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
 
@@ -21,8 +20,7 @@ import (
 //	go test -count=1 -run TestCrashTakeover -v ./providers/etcd/
 func TestCrashTakeover(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	cand := open(t, s)
 	const ttl, rounds, poll = 2 * time.Second, 6, 100 * time.Millisecond
 	before := scrape(t, endpoint)
@@ -124,8 +122,7 @@ func TestLiveLeaseOftenRenewedNotRevoked(t *testing.T) {
 // revoked meanwhile.
 func whileRenewed(t *testing.T, every, d time.Duration, ask func(cand *Provider, ttl time.Duration, renewed time.Time)) {
 	t.Helper()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	holder, cand := open(t, s), open(t, s)
 	ctx := context.Background()
 	const ttl = 2 * time.Second
@@ -203,8 +200,7 @@ func TestChain(t *testing.T) {
 //	go test -count=1 -run TestProbeRevokes -v ./providers/etcd/
 func TestProbeRevokes(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	cand := open(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

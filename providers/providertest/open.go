@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -48,4 +50,18 @@ func UniqueName(t *testing.T) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + hex.EncodeToString(b)
+}
+
+// Refused has a take key for ttl, then b ask for it; it returns a's lease
+// and the *HeldError that refused b, whose Remaining the store's own tests
+// bound as tightly as the store can.
+func Refused(t *testing.T, a, b providers.Provider, key string, ttl time.Duration) (providers.Lease, *providers.HeldError) {
+	t.Helper()
+	la := MustAcquire(t, a, key, "a", ttl)
+	_, err := b.Acquire(Context(t), key, "b", time.Minute)
+	var h *providers.HeldError
+	if !errors.As(err, &h) {
+		t.Fatalf("Acquire of a held lease: %v", err)
+	}
+	return la, h
 }
