@@ -248,12 +248,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			out[it.i] = providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(n.Token), TTL: r.TTL, Expires: n.Expires, Value: n.Value}
 		})
 	}()
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	})
-	for _, i := range repeats {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
 	return out, errs
 }
 
@@ -294,10 +289,7 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 		l.Expires = next[it.i].Expires
 		out[it.i] = l
 	})
-	providers.ForEach(retry, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
-	for _, i := range repeats {
-		out[i], errs[i] = p.Renew(ctx, leases[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
 	return out, errs
 }
 
@@ -336,9 +328,6 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			errs[it.i] = lost(leases[it.i])
 		}
 	})
-	providers.ForEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
-	for _, i := range repeats {
-		errs[i] = p.Release(ctx, leases[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	return errs
 }

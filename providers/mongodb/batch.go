@@ -38,12 +38,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
 	})
 	retry := p.acquireBatch(ctx, reqs, batch, out, errs, fail)
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	})
-	for _, i := range repeats {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
 	return out, errs
 }
 
@@ -199,12 +194,7 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 			fail(i, err)
 		}
 	}
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.Renew(ctx, leases[i])
-	})
-	for _, i := range repeats {
-		out[i], errs[i] = p.Renew(ctx, leases[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
 	return out, errs
 }
 
@@ -229,12 +219,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			fail(i, err)
 		}
 	}
-	providers.ForEach(retry, func(i int) {
-		errs[i] = p.Release(ctx, leases[i])
-	})
-	for _, i := range repeats {
-		errs[i] = p.Release(ctx, leases[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	return errs
 }
 
