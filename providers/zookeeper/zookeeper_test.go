@@ -22,6 +22,22 @@ func open(t *testing.T, s Settings) *Provider {
 	return p
 }
 
+// notified subscribes p to the store's changes and returns the keys it is
+// told of; past 16 unread, more are dropped.
+func notified(t *testing.T, p *Provider) <-chan string {
+	t.Helper()
+	keys := make(chan string, 16)
+	if err := p.Notify(providertest.Context(t), func(k string) {
+		select {
+		case keys <- k:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 // TestZooKeeper runs the cases that share one ZooKeeper server, each under
 // a root of its own. The cases that stop or cut off the server have one of
 // their own.
@@ -136,15 +152,7 @@ func testLapse(t *testing.T, addr string) {
 	p, q := open(t, s), open(t, s)
 	const ttl = 1500 * time.Millisecond
 	l := providertest.MustAcquire(t, p, "job", "a", ttl)
-	keys := make(chan string, 16)
-	if err := q.Notify(providertest.Context(t), func(k string) {
-		select {
-		case keys <- k:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	keys := notified(t, q)
 	sent := time.Now()
 	if _, err := p.Renew(providertest.Context(t), l); err != nil {
 		t.Fatal(err)
