@@ -117,20 +117,7 @@ func TestAcquireReleaseManyRequests(t *testing.T) {
 	}
 
 	// ReleaseMany of a's terms, one of them taken meanwhile.
-	var mineNow []providers.Lease
-	for i, l := range leases[:n] {
-		if i != theirs {
-			l.Value = "v-" + l.Key
-			mineNow = append(mineNow, l)
-		}
-	}
-	stolen := mineNow[5]
-	if err := p.Release(ctx, stolen); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Acquire(ctx, stolen.Key, "b", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	mineNow, stolen := providertest.OneStolen(t, p, other, leases[:n], theirs)
 	before = scrape(t, endpoint)
 	rerrs := p.ReleaseMany(ctx, mineNow)
 	d = scrape(t, endpoint).sub(before)
