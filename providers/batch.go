@@ -59,6 +59,16 @@ func ForEach(idx []int, fn func(i int)) {
 	ForEachN(len(idx), SingleWorkers, func(n int) { fn(idx[n]) })
 }
 
+// Singly hands the items a batch left to the single operation to one: those
+// of retry SingleWorkers at a time, then the repeats of a key one by one, in
+// order, so that each is judged after the items before it.
+func Singly(retry, repeats []int, one func(i int)) {
+	ForEach(retry, one)
+	for _, i := range repeats {
+		one(i)
+	}
+}
+
 // ForEachN calls fn(0..n-1), at most workers at a time, and returns when
 // every call has.
 func ForEachN(n, workers int, fn func(k int)) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,6 +82,26 @@ func TestChunksAndForEachN(t *testing.T) {
 	})
 	if calls.Load() != 40 || most.Load() > 3 {
 		t.Fatalf("ForEachN(40, 3): %d calls, %d at once", calls.Load(), most.Load())
+	}
+}
+
+// TestSingly: every item left to the single operation is run once, the
+// repeats of a key after all the others and in their order.
+func TestSingly(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	Singly([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, []int{12, 10, 11}, func(i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, i)
+	})
+	if len(got) != 13 || !slices.Equal(got[10:], []int{12, 10, 11}) {
+		t.Fatalf("order of the calls: %v, want 0 to 9 in any order, then 12, 10, 11", got)
+	}
+	first := slices.Clone(got[:10])
+	slices.Sort(first)
+	if !slices.Equal(first, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("retried items called: %v", got[:10])
 	}
 }
 

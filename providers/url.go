@@ -93,18 +93,26 @@ func ParseHostsURL(raw string) (HostsURL, error) {
 	if hosts != "" {
 		u.Hosts = strings.Split(hosts, ",")
 	}
-	q, err := url.ParseQuery(query)
+	q, err := ParseQuery(query)
+	u.Query = q
+	return u, err
+}
+
+// ParseQuery reads a URL's query, each parameter given once. Its errors
+// never quote the query.
+func ParseQuery(raw string) (map[string]string, error) {
+	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return u, errors.New("its query cannot be parsed")
+		return nil, errors.New("its query cannot be parsed")
 	}
-	u.Query = map[string]string{}
+	m := make(map[string]string, len(q))
 	for k, v := range q {
 		if len(v) != 1 {
-			return u, errors.New("give each parameter once")
+			return nil, errors.New("give each parameter once")
 		}
-		u.Query[k] = v[0]
+		m[k] = v[0]
 	}
-	return u, nil
+	return m, nil
 }
 
 // URLParam is a query parameter a store's URL takes, and what it sets.
@@ -117,7 +125,12 @@ type URLParam struct {
 // not among params is refused, naming those taken (what is "an etcd URL",
 // the error says "an etcd URL takes the parameters a, b and c").
 func (u HostsURL) Params(what string, params ...URLParam) error {
-	for k, v := range u.Query {
+	return SetParams(u.Query, what, params...)
+}
+
+// SetParams is Params for a query read with ParseQuery.
+func SetParams(query map[string]string, what string, params ...URLParam) error {
+	for k, v := range query {
 		i := slices.IndexFunc(params, func(p URLParam) bool { return p.Name == k })
 		if i < 0 {
 			names := make([]string, len(params))

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -35,27 +34,9 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		_ = flag.Set("test.parallel", "16")
 	}
-	if testing.Short() {
-		// The tests share one Azurite started here: none runs under -short.
-		fmt.Println("azureblob: skipped under -short")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "electd-azurite")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cs, proc, err := teststore.StartAzuriteProc(dir, 0, false)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "azureblob tests need Azurite:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	os.Setenv(connEnv, cs)
-	code := m.Run()
-	proc.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	providertest.Main(m, "azureblob", "Azurite", connEnv, func(dir string) (string, *teststore.Proc, error) {
+		return teststore.StartAzuriteProc(dir, 0, false)
+	})
 }
 
 // freshContainer names a container no other test uses and deletes it after t.

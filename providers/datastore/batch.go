@@ -55,12 +55,35 @@ type txItem struct {
 // txInFlight at a time. fn is one run of one transaction over the records
 // read in it (found[n] false for a missing entity); it returns the records
 // to put (nil to leave one alone). A transaction whose store allows fewer
-// entity groups is run again in smaller ones. done is called with each
-// transaction's outcome once it is final: nil when committed, else the
-// error (datastore.ErrConcurrentTransaction when every run lost a race).
-func (p *Provider) inTransactions(ctx context.Context, items []txItem,
+// entity groups is run again in smaller ones. Once a transaction's outcome
+// is final, committed is called with each of its items when it committed;
+// its items are failed with its error when it failed, and returned in
+// retry when every run lost a race (datastore.ErrConcurrentTransaction),
+// for the single operation to decide. fn and committed are called under
+// one lock, so they may share the caller's per-item state.
+func (p *Provider) inTransactions(ctx context.Context, items []txItem, fail func(i int, err error),
 	fn func(now time.Time, items []txItem, cur []record, found []bool) []*record,
-	done func(items []txItem, err error)) {
+	committed func(it txItem)) (retry []int) {
+	var mu sync.Mutex
+	locked := func(now time.Time, items []txItem, cur []record, found []bool) []*record {
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(now, items, cur, found)
+	}
+	done := func(items []txItem, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			switch {
+			case errors.Is(err, datastore.ErrConcurrentTransaction):
+				retry = append(retry, it.i)
+			case err != nil:
+				fail(it.i, err)
+			default:
+				committed(it)
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, txInFlight)
 	var run func(items []txItem)
@@ -70,7 +93,7 @@ func (p *Provider) inTransactions(ctx context.Context, items []txItem,
 			chunk := items[start:min(start+size, len(items))]
 			sem <- struct{}{}
 			wg.Go(func() {
-				err := p.batchTx(ctx, chunk, fn)
+				err := p.batchTx(ctx, chunk, locked)
 				<-sem
 				if tooManyGroups(err) && len(chunk) > legacyTxGroups {
 					if !p.legacyGroups.Swap(true) {
@@ -85,6 +108,7 @@ func (p *Provider) inTransactions(ctx context.Context, items []txItem,
 	}
 	run(items)
 	wg.Wait()
+	return retry
 }
 
 // batchTx runs one transaction over items.
@@ -199,11 +223,8 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		// was lost), as Acquire does.
 		next := make([]*record, len(reqs))
 		verdict := make([]error, len(reqs))
-		var mu sync.Mutex
-		p.inTransactions(ctx, items, func(now time.Time, items []txItem, cur []record, _ []bool) []*record {
+		retry = p.inTransactions(ctx, items, fail, func(now time.Time, items []txItem, cur []record, _ []bool) []*record {
 			puts := make([]*record, len(items))
-			mu.Lock()
-			defer mu.Unlock()
 			for n, it := range items {
 				r := reqs[it.i]
 				if prev := next[it.i]; prev != nil && cur[n].same(*prev) {
@@ -218,31 +239,16 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 				next[it.i], puts[n] = &rec, &rec
 			}
 			return puts
-		}, func(items []txItem, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, it := range items {
-				r := reqs[it.i]
-				switch {
-				case errors.Is(err, datastore.ErrConcurrentTransaction):
-					retry = append(retry, it.i)
-				case err != nil:
-					fail(it.i, err)
-				case verdict[it.i] != nil:
-					errs[it.i] = verdict[it.i]
-				default:
-					n := next[it.i]
-					out[it.i] = providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(n.Token), TTL: r.TTL, Expires: n.Expires, Value: n.Value}
-				}
+		}, func(it txItem) {
+			if verdict[it.i] != nil {
+				errs[it.i] = verdict[it.i]
+				return
 			}
+			r, n := reqs[it.i], next[it.i]
+			out[it.i] = providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(n.Token), TTL: r.TTL, Expires: n.Expires, Value: n.Value}
 		})
 	}()
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	})
-	for _, i := range repeats {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
 	return out, errs
 }
 
@@ -259,14 +265,10 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 	for n, i := range batch {
 		items[n] = txItem{i, p.key(leases[i].Key)}
 	}
-	var retry []int
 	next := make([]record, len(leases))
 	held := make([]bool, len(leases))
-	var mu sync.Mutex
-	p.inTransactions(ctx, items, func(now time.Time, items []txItem, cur []record, found []bool) []*record {
+	retry := p.inTransactions(ctx, items, fail, func(now time.Time, items []txItem, cur []record, found []bool) []*record {
 		puts := make([]*record, len(items))
-		mu.Lock()
-		defer mu.Unlock()
 		for n, it := range items {
 			l := leases[it.i]
 			held[it.i] = found[n] && holds(cur[n], l)
@@ -278,27 +280,16 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 			puts[n] = &next[it.i]
 		}
 		return puts
-	}, func(items []txItem, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, it := range items {
-			switch l := leases[it.i]; {
-			case errors.Is(err, datastore.ErrConcurrentTransaction):
-				retry = append(retry, it.i)
-			case err != nil:
-				fail(it.i, err)
-			case !held[it.i]:
-				errs[it.i] = lost(l)
-			default:
-				l.Expires = next[it.i].Expires
-				out[it.i] = l
-			}
+	}, func(it txItem) {
+		l := leases[it.i]
+		if !held[it.i] {
+			errs[it.i] = lost(l)
+			return
 		}
+		l.Expires = next[it.i].Expires
+		out[it.i] = l
 	})
-	providers.ForEach(retry, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
-	for _, i := range repeats {
-		out[i], errs[i] = p.Renew(ctx, leases[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
 	return out, errs
 }
 
@@ -313,14 +304,10 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 	for n, i := range batch {
 		items[n] = txItem{i, p.key(leases[i].Key)}
 	}
-	var retry []int
 	next := make([]*record, len(leases))
 	released := make([]bool, len(leases))
-	var mu sync.Mutex
-	p.inTransactions(ctx, items, func(now time.Time, items []txItem, cur []record, found []bool) []*record {
+	retry := p.inTransactions(ctx, items, fail, func(now time.Time, items []txItem, cur []record, found []bool) []*record {
 		puts := make([]*record, len(items))
-		mu.Lock()
-		defer mu.Unlock()
 		for n, it := range items {
 			l := leases[it.i]
 			if prev := next[it.i]; prev != nil && found[n] && cur[n].same(*prev) {
@@ -336,23 +323,11 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			next[it.i], puts[n] = &rec, &rec
 		}
 		return puts
-	}, func(items []txItem, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, it := range items {
-			switch {
-			case errors.Is(err, datastore.ErrConcurrentTransaction):
-				retry = append(retry, it.i)
-			case err != nil:
-				fail(it.i, err)
-			case !released[it.i]:
-				errs[it.i] = lost(leases[it.i])
-			}
+	}, func(it txItem) {
+		if !released[it.i] {
+			errs[it.i] = lost(leases[it.i])
 		}
 	})
-	providers.ForEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
-	for _, i := range repeats {
-		errs[i] = p.Release(ctx, leases[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	return errs
 }

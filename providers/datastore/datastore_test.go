@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -23,28 +20,7 @@ const testProject = "electd-test"
 // TestMain starts one emulator for the whole test binary (it takes seconds
 // to start); every test works in a namespace of its own.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// The tests share one the Datastore emulator started here: none runs under -short.
-		fmt.Println("datastore: skipped under -short")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "electd-datastore")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	host, proc, err := teststore.StartDatastoreProc(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "datastore tests need the Datastore emulator:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	os.Setenv(EmulatorHostEnv, host)
-	code := m.Run()
-	proc.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	providertest.Main(m, "datastore", "the Datastore emulator", EmulatorHostEnv, teststore.StartDatastoreProc)
 }
 
 func newNamespace() string { return "t-" + rand.Text() }

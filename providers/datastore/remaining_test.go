@@ -2,11 +2,10 @@ package datastore
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 )
 
 // TestRemaining: a refused Acquire says how long until this node would take
@@ -19,15 +18,7 @@ func TestRemaining(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const ttl = time.Second
-	la, err := a.Acquire(ctx, "job", "a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Acquire(ctx, "job", "b", time.Minute)
-	var h *providers.HeldError
-	if !errors.As(err, &h) {
-		t.Fatalf("Acquire of a held lease: %v", err)
-	}
+	la, h := providertest.Refused(t, a, b, "job", ttl)
 	if h.Remaining <= ClockSkew || h.Remaining > ttl+ClockSkew {
 		t.Fatalf("Remaining right after a %s Acquire = %s, want in (%s, %s]", ttl, h.Remaining, ClockSkew, ttl+ClockSkew)
 	}

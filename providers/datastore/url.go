@@ -33,22 +33,15 @@ func fromURL(raw string) (providers.Settings, error) {
 	}
 	s := &Settings{ProjectID: u.Host, Kind: DefaultKind}
 	s.Namespace = strings.TrimPrefix(u.Path, "/")
-	q, err := url.ParseQuery(u.RawQuery)
+	q, err := providers.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, errors.New("its query cannot be parsed")
+		return nil, err
 	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, errors.New("give each parameter once")
-		}
-		switch k {
-		case "kind":
-			s.Kind = v[0]
-		case "credentials_file":
-			s.CredentialsFile = v[0]
-		default:
-			return nil, errors.New("a datastore URL takes the parameters kind and credentials_file")
-		}
+	err = providers.SetParams(q, "a datastore URL",
+		providers.URLParam{Name: "kind", Set: func(v string) error { s.Kind = v; return nil }},
+		providers.URLParam{Name: "credentials_file", Set: func(v string) error { s.CredentialsFile = v; return nil }})
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }

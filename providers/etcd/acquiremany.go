@@ -89,12 +89,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			fail(i, err)
 		}
 	}()
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	})
-	for _, i := range single {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	}
+	providers.Singly(retry, single, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
 	return out, errs
 }
 
@@ -367,10 +362,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 			}
 		}
 	}()
-	providers.ForEach(retry, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
-	for _, i := range single {
-		errs[i] = p.Release(ctx, leases[i])
-	}
+	providers.Singly(retry, single, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	return errs
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 )
 
 // TestAcquireReleaseManyRequests acquires 300 keys in one AcquireMany and
@@ -24,8 +25,7 @@ import (
 //	go test -count=1 -v -run TestAcquireReleaseManyRequests ./providers/etcd/
 func TestAcquireReleaseManyRequests(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	p, other := open(t, s), open(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -117,20 +117,7 @@ func TestAcquireReleaseManyRequests(t *testing.T) {
 	}
 
 	// ReleaseMany of a's terms, one of them taken meanwhile.
-	var mineNow []providers.Lease
-	for i, l := range leases[:n] {
-		if i != theirs {
-			l.Value = "v-" + l.Key
-			mineNow = append(mineNow, l)
-		}
-	}
-	stolen := mineNow[5]
-	if err := p.Release(ctx, stolen); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Acquire(ctx, stolen.Key, "b", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	mineNow, stolen := providertest.OneStolen(t, p, other, leases[:n], theirs)
 	before = scrape(t, endpoint)
 	rerrs := p.ReleaseMany(ctx, mineNow)
 	d = scrape(t, endpoint).sub(before)
@@ -185,15 +172,7 @@ func testRemaining(t *testing.T, endpoint string) {
 	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 	a, b := open(t, s), open(t, s)
 	ctx := context.Background()
-	la, err := a.Acquire(ctx, "job", "a", 3*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Acquire(ctx, "job", "b", time.Minute)
-	var h *providers.HeldError
-	if !errors.As(err, &h) {
-		t.Fatalf("Acquire of a held lease: %v", err)
-	}
+	la, h := providertest.Refused(t, a, b, "job", 3*time.Second)
 	if h.Remaining < 2*time.Second || h.Remaining > 3*time.Second {
 		t.Fatalf("Remaining right after a 3s Acquire = %s, want 3s (2 s truncated, + 1)", h.Remaining)
 	}

@@ -31,8 +31,7 @@ import (
 //	go test -count=1 -v -run TestRenewManyRequests ./providers/etcd/
 func TestRenewManyRequests(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	p, other := open(t, s), open(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -2,18 +2,14 @@ package etcd
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/configtest"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/providertest"
@@ -25,18 +21,19 @@ import (
 const shortTTL = 2 * time.Second
 
 func randomPrefix(t *testing.T) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	return "/electd-test/" + name + "-" + hex.EncodeToString(b) + "/"
+	return "/electd-test/" + providertest.UniqueName(t) + "/"
+}
+
+// ownServer starts an etcd server of t's own and returns its endpoint and
+// settings on it under a fresh prefix.
+func ownServer(t *testing.T) (endpoint string, s Settings) {
+	endpoint, _ = teststore.StartEtcd(t)
+	return endpoint, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
 }
 
 func open(t *testing.T, s Settings) *Provider {
 	t.Helper()
-	p, err := New(context.Background(), s, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := providertest.Open(t, New, s)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
@@ -45,45 +42,26 @@ func open(t *testing.T, s Settings) *Provider {
 // of its own. TestRestart has a server of its own, since it stops it.
 func TestEtcd(t *testing.T) {
 	endpoint, _ := teststore.StartEtcd(t)
-	for _, c := range []struct {
-		name string
-		fn   func(t *testing.T, endpoint string)
-	}{
-		{"GrantedTTL", testGrantedTTL},
-		{"ExpiryNotEarly", testExpiryNotEarly},
-		{"Handover", testHandover},
-		{"RenewOtherTTL", testRenewOtherTTL},
-		{"Remaining", testRemaining},
-		{"Notify", testNotify},
-		{"NotifyCompacted", testNotifyCompacted},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, endpoint)
-		})
-	}
+	providertest.RunShared(t, endpoint, []providertest.Case{
+		{Name: "GrantedTTL", Fn: testGrantedTTL},
+		{Name: "ExpiryNotEarly", Fn: testExpiryNotEarly},
+		{Name: "Handover", Fn: testHandover},
+		{Name: "RenewOtherTTL", Fn: testRenewOtherTTL},
+		{Name: "Remaining", Fn: testRemaining},
+		{Name: "Notify", Fn: testNotify},
+		{Name: "NotifyCompacted", Fn: testNotifyCompacted},
+	})
 	t.Run("Conformance", func(t *testing.T) { testConformance(t, endpoint) })
 }
 
 func testConformance(t *testing.T, endpoint string) {
 	providertest.Run(t, func(t *testing.T) func(t *testing.T) providers.Provider {
 		s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
-		return func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), s, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		}
+		return func(t *testing.T) providers.Provider { return providertest.Open(t, New, s) }
 	}, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), Settings{
-				Endpoints: []string{teststore.Addr(teststore.MustFreePort(t))}, // nothing listens there
-			}, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
+			// Nothing listens there.
+			return providertest.Open(t, New, Settings{Endpoints: []string{teststore.Addr(teststore.MustFreePort(t))}})
 		},
 		Notifier:         true,
 		ShortTTL:         shortTTL,
@@ -269,18 +247,7 @@ func TestOpenSettings(t *testing.T) {
 // block one that Open accepts.
 func TestExampleConfig(t *testing.T) {
 	t.Setenv("ELECTD_ETCD_PASSWORD", "not-a-real-password")
-	root, err := teststore.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, diags := config.Load([]string{filepath.Join(root, "examples", "etcd-scheduler.hcl")}, config.Options{Types: map[string]providers.Type{"etcd": Type()}})
-	if diags.HasErrors() {
-		t.Fatalf("examples/etcd-scheduler.hcl: %v", diags.Err())
-	}
-	pc, ok := cfg.Provider("etcd.main")
-	if !ok {
-		t.Fatal("examples/etcd-scheduler.hcl declares no etcd.main")
-	}
+	pc := configtest.LoadExample(t, "etcd-scheduler.hcl", "etcd", Type(), "etcd.main")
 	p, err := pc.Settings.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

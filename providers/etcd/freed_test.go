@@ -19,8 +19,7 @@ import (
 //	go test -count=1 -v -run TestAcquireAfterSeenRelease ./providers/etcd/
 func TestAcquireAfterSeenRelease(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t) // its own: the request counts are the test's
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t) // its own: the request counts are the test's
 	a, b := open(t, s), open(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
 
@@ -132,8 +131,7 @@ func TestSessionExpiredRenewed(t *testing.T) {
 func pairOnOwnEtcd(t *testing.T) (*Provider, *Provider) {
 	t.Helper()
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	_, s := ownServer(t)
 	return open(t, s), open(t, s)
 }
 
@@ -144,8 +142,7 @@ func pairOnOwnEtcd(t *testing.T) (*Provider, *Provider) {
 // longer kept for it: a term that is not renewed ends at its ttl.
 func TestCandidateSessionReady(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	holder, cand := open(t, s), open(t, s)
 	ctx := context.Background()
 	const ttl = 2 * time.Second
@@ -229,8 +226,7 @@ func waitSwept(t *testing.T, other *Provider, stuck providers.Lease, within time
 // and token), Release reads both keys and decides as before.
 func TestReleaseWithoutRead(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	p, other := open(t, s), open(t, s)
 	ctx := context.Background()
 	for _, rewrite := range []bool{false, true} {
@@ -270,8 +266,7 @@ func TestReleaseWithoutRead(t *testing.T) {
 // etcd's log, made just as the next leader acquires what was released.
 func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
 	t.Parallel()
-	endpoint, _ := teststore.StartEtcd(t)
-	s := Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)}
+	endpoint, s := ownServer(t)
 	p, other := open(t, s), open(t, s)
 	ctx := context.Background()
 	if _, err := p.Acquire(ctx, "kept", "a", time.Minute); err != nil {

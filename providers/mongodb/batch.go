@@ -38,12 +38,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
 	})
 	retry := p.acquireBatch(ctx, reqs, batch, out, errs, fail)
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	})
-	for _, i := range repeats {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
-	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
 	return out, errs
 }
 
@@ -183,52 +178,23 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 	out := make([]providers.Lease, len(leases))
 	errs, fail, batch, repeats := providers.SplitBatch("mongodb", "renew", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckRenew(leases[i]) })
 	var retry []int
-	func() {
-		if len(batch) == 0 {
-			return
-		}
-		tb, err := p.timeBase(ctx)
-		if err != nil {
-			providers.FailAll(batch, err, fail)
-			return
-		}
-		slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
-		if err != nil {
-			providers.FailAll(batch, err, fail)
-			return
-		}
-		var (
-			es      []entry
-			pending []int
-		)
-		for _, i := range batch {
-			if s, ok := slots[i]; ok {
-				l := leases[i]
-				es = append(es, entry{key: l.Key, slot: s + 1, token: int64(l.Token), holder: l.Holder, value: l.Value, ttl: l.TTL})
-				pending = append(pending, i)
-			}
-		}
-		got, results := p.appendMany(ctx, tb, es, true)
-		for n, i := range pending {
-			switch err := results[n]; {
-			case err == nil:
-				l := leases[i]
-				l.Expires, l.Value = got[n].Expires, got[n].Value
-				out[i] = l
-			case errors.Is(err, errSlotTaken):
-				p.forget(leases[i].Key)
-				retry = append(retry, i)
-			default:
-				fail(i, err)
-			}
-		}
-	}()
-	providers.ForEach(retry, func(i int) {
-		out[i], errs[i] = p.Renew(ctx, leases[i])
+	pending, got, results := p.appendNext(ctx, leases, batch, fail, true, func(l providers.Lease, slot int64) entry {
+		return entry{key: l.Key, slot: slot, token: int64(l.Token), holder: l.Holder, value: l.Value, ttl: l.TTL}
 	})
-	for _, i := range repeats {
-		out[i], errs[i] = p.Renew(ctx, leases[i])
+	for n, i := range pending {
+		switch err := results[n]; {
+		case err == nil:
+			l := leases[i]
+			l.Expires, l.Value = got[n].Expires, got[n].Value
+			out[i] = l
+		case errors.Is(err, errSlotTaken):
+			p.forget(leases[i].Key)
+			retry = append(retry, i)
+		default:
+			fail(i, err)
+		}
 	}
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.Renew(ctx, leases[i]) })
 	return out, errs
 }
 
@@ -240,50 +206,52 @@ func (p *Provider) RenewMany(ctx context.Context, leases []providers.Lease) ([]p
 func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []error {
 	errs, fail, batch, repeats := providers.SplitBatch("mongodb", "release", len(leases), func(i int) string { return leases[i].Key }, func(i int) error { return limits.CheckHeld(leases[i]) })
 	var retry []int
-	func() {
-		if len(batch) == 0 {
-			return
-		}
-		tb, err := p.timeBase(ctx)
-		if err != nil {
-			providers.FailAll(batch, err, fail)
-			return
-		}
-		slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
-		if err != nil {
-			providers.FailAll(batch, err, fail)
-			return
-		}
-		var (
-			es      []entry
-			pending []int
-		)
-		for _, i := range batch {
-			if s, ok := slots[i]; ok {
-				l := leases[i]
-				es = append(es, entry{key: l.Key, slot: s + 1, token: int64(l.Token), value: l.Value})
-				pending = append(pending, i)
-			}
-		}
-		_, results := p.appendMany(ctx, tb, es, false)
-		for n, i := range pending {
-			p.forget(leases[i].Key)
-			switch err := results[n]; {
-			case err == nil:
-			case errors.Is(err, errSlotTaken):
-				retry = append(retry, i)
-			default:
-				fail(i, err)
-			}
-		}
-	}()
-	providers.ForEach(retry, func(i int) {
-		errs[i] = p.Release(ctx, leases[i])
+	pending, _, results := p.appendNext(ctx, leases, batch, fail, false, func(l providers.Lease, slot int64) entry {
+		return entry{key: l.Key, slot: slot, token: int64(l.Token), value: l.Value}
 	})
-	for _, i := range repeats {
-		errs[i] = p.Release(ctx, leases[i])
+	for n, i := range pending {
+		p.forget(leases[i].Key)
+		switch err := results[n]; {
+		case err == nil:
+		case errors.Is(err, errSlotTaken):
+			retry = append(retry, i)
+		default:
+			fail(i, err)
+		}
 	}
+	providers.Singly(retry, repeats, func(i int) { errs[i] = p.Release(ctx, leases[i]) })
 	return errs
+}
+
+// appendNext appends the next entry of each term of batch, made by next
+// from the lease and its next slot, as RenewMany and ReleaseMany write
+// them: it reads the time base and where each term is (failing the leases
+// whose term is gone), and appends the entries in one bulk write. It
+// returns appendMany's answers, entry n being that of lease pending[n]; a
+// request that fails fails every lease of batch, and pending is empty.
+func (p *Provider) appendNext(ctx context.Context, leases []providers.Lease, batch []int, fail func(int, error), confirm bool, next func(l providers.Lease, slot int64) entry) (pending []int, got []record, results []error) {
+	if len(batch) == 0 {
+		return nil, nil, nil
+	}
+	tb, err := p.timeBase(ctx)
+	if err != nil {
+		providers.FailAll(batch, err, fail)
+		return nil, nil, nil
+	}
+	slots, err := p.nextSlots(ctx, tb, leases, batch, fail)
+	if err != nil {
+		providers.FailAll(batch, err, fail)
+		return nil, nil, nil
+	}
+	var es []entry
+	for _, i := range batch {
+		if s, ok := slots[i]; ok {
+			es = append(es, next(leases[i], s+1))
+			pending = append(pending, i)
+		}
+	}
+	got, results = p.appendMany(ctx, tb, es, confirm)
+	return pending, got, results
 }
 
 // bulk runs models as unordered bulk writes of at most bulkLimit models

@@ -2,7 +2,6 @@ package mongodb_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 )
 
 // batchStores runs fn against FerretDB (the agent's-clock path) and, when
@@ -49,15 +49,7 @@ func TestRemaining(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		const ttl = 2 * time.Second
-		la, err := a.Acquire(ctx, "job", "a", ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = b.Acquire(ctx, "job", "b", time.Minute)
-		var h *providers.HeldError
-		if !errors.As(err, &h) {
-			t.Fatalf("Acquire of a held lease: %v", err)
-		}
+		la, h := providertest.Refused(t, a, b, "job", ttl)
 		if h.Remaining <= ttl-time.Second || h.Remaining > ttl {
 			t.Fatalf("Remaining right after a %s Acquire = %s", ttl, h.Remaining)
 		}

@@ -236,15 +236,9 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.
 	slot, ok := p.lastSlot(lease)
 	for range acquireAttempts {
 		if !ok {
-			cur, found, err := tb.latest(ctx, p.coll, lease.Key)
-			if err != nil {
+			if slot, err = p.termSlot(ctx, tb, lease, lost); err != nil {
 				return providers.Lease{}, err
 			}
-			if !found || !ours(cur, lease) {
-				p.forget(lease.Key)
-				return providers.Lease{}, lost
-			}
-			slot = cur.Slot
 		}
 		e := entry{key: lease.Key, slot: slot + 1, token: int64(lease.Token), holder: lease.Holder, value: lease.Value, ttl: lease.TTL}
 		rec, err := p.append(ctx, tb, e)
@@ -258,6 +252,20 @@ func (p *Provider) renew(ctx context.Context, lease providers.Lease) (providers.
 		ok = false // read where the log is now: a lost answer of our own, or the end of the term
 	}
 	return providers.Lease{}, lost
+}
+
+// termSlot reads the slot of the latest entry of lease.Key, which must be
+// of lease's term; else it forgets the key and returns lost.
+func (p *Provider) termSlot(ctx context.Context, tb timeBase, lease providers.Lease, lost error) (int64, error) {
+	cur, found, err := tb.latest(ctx, p.coll, lease.Key)
+	if err != nil {
+		return 0, err
+	}
+	if !found || !ours(cur, lease) {
+		p.forget(lease.Key)
+		return 0, lost
+	}
+	return cur.Slot, nil
 }
 
 // Release writes an entry with the holder cleared and the expiry now when
@@ -278,15 +286,9 @@ func (p *Provider) release(ctx context.Context, lease providers.Lease) error {
 	slot, ok := p.lastSlot(lease)
 	for range acquireAttempts {
 		if !ok {
-			cur, found, err := tb.latest(ctx, p.coll, lease.Key)
-			if err != nil {
+			if slot, err = p.termSlot(ctx, tb, lease, lost); err != nil {
 				return err
 			}
-			if !found || !ours(cur, lease) {
-				p.forget(lease.Key)
-				return lost
-			}
-			slot = cur.Slot
 		}
 		e := entry{key: lease.Key, slot: slot + 1, token: int64(lease.Token), value: lease.Value}
 		_, failed := p.bulk(ctx, tb, []mongo.WriteModel{tb.insert(e)})

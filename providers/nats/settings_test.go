@@ -3,28 +3,19 @@ package nats
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/electd/electd/config"
-	"github.com/electd/electd/internal/teststore"
-	"github.com/electd/electd/providers"
+	"github.com/electd/electd/internal/configtest"
 )
 
 // load loads one configuration file holding src, with this package's type
 // as the only provider type.
 func load(t *testing.T, src string) (*config.Config, *config.Diagnostics) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.hcl")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return config.Load([]string{path}, config.Options{Types: map[string]providers.Type{"nats": Type()}})
+	return configtest.Load(t, "nats", Type(), src)
 }
 
 // TestSettingsDiagnostics: every bad value is reported on its own line,
@@ -107,34 +98,7 @@ func TestSettingsDiagnostics(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, diags := load(t, c.src)
-			if !diags.HasErrors() || cfg != nil {
-				t.Fatalf("Load succeeded, want errors %q", c.want)
-			}
-			for _, want := range c.detail {
-				if d := diags.All()[0].Detail; !strings.Contains(d, want) {
-					t.Errorf("detail %q does not say %q", d, want)
-				}
-			}
-			var got []string
-			for _, d := range diags.All() {
-				if d.Subject == nil {
-					t.Errorf("diagnostic without a range: %s: %s", d.Summary, d.Detail)
-					continue
-				}
-				got = append(got, fmt.Sprintf("%d: %s", d.Subject.Start.Line, d.Summary))
-				if strings.Contains(d.Detail, "s3cret") {
-					t.Errorf("a diagnostic shows a secret: %s", d.Detail)
-				}
-				if !strings.HasSuffix(d.Detail, ".") {
-					t.Errorf("detail should be whole sentences: %q", d.Detail)
-				}
-			}
-			sort.Strings(got)
-			want := slices.Clone(c.want)
-			sort.Strings(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("diagnostics %q, want %q", got, want)
-			}
+			configtest.WantDiagnostics(t, cfg, diags, c.want, c.detail, "s3cret")
 		})
 	}
 }
@@ -227,18 +191,7 @@ func TestURL(t *testing.T) {
 // block one that New accepts.
 func TestExampleConfig(t *testing.T) {
 	t.Setenv("ELECTD_NATS_PASSWORD", "not-a-real-password")
-	root, err := teststore.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, diags := config.Load([]string{filepath.Join(root, "examples", "nats-workers.hcl")}, config.Options{Types: map[string]providers.Type{"nats": Type()}})
-	if diags.HasErrors() {
-		t.Fatalf("examples/nats-workers.hcl: %v", diags.Err())
-	}
-	pc, ok := cfg.Provider("nats.main")
-	if !ok {
-		t.Fatal("examples/nats-workers.hcl declares no nats.main")
-	}
+	pc := configtest.LoadExample(t, "nats-workers.hcl", "nats", Type(), "nats.main")
 	s := *pc.Settings.(*Settings)
 	if s.CredentialsFile == "" || !s.useTLS() || s.Replicas != 3 {
 		t.Errorf("the example's settings are %+v: want a credentials file, TLS and 3 replicas", s)

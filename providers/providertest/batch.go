@@ -109,18 +109,7 @@ func (s *suite) batch(t *testing.T) {
 	}
 
 	// RenewMany: every lease of a, one of them lost meanwhile.
-	var mineNow []providers.Lease
-	for i, l := range leases[:n] {
-		if i != theirs {
-			l.Value = "v-" + l.Key
-			mineNow = append(mineNow, l)
-		}
-	}
-	stolen := mineNow[5]
-	if err := pa.Release(ctx, stolen); err != nil {
-		t.Fatal(err)
-	}
-	MustAcquire(t, pb, stolen.Key, "b", time.Minute)
+	mineNow, stolen := OneStolen(t, pa, pb, leases[:n], theirs)
 	renewed, rerrs := a.RenewMany(ctx, mineNow)
 	for i, l := range mineNow {
 		if l.Key == stolen.Key {
@@ -182,6 +171,25 @@ func (s *suite) batch(t *testing.T) {
 			t.Fatalf("b's AcquireMany after ReleaseMany, %s: %+v, %v, want token %d", breqs[i].Key, l, errs[i], want)
 		}
 	}
+}
+
+// OneStolen returns a's leases but leases[theirs], each with the value
+// "v-"+key, after a released the sixth of them and b took it over: a batch
+// in which one lease was lost meanwhile, and that lease.
+func OneStolen(t *testing.T, a, b providers.Provider, leases []providers.Lease, theirs int) (mine []providers.Lease, stolen providers.Lease) {
+	t.Helper()
+	for i, l := range leases {
+		if i != theirs {
+			l.Value = "v-" + l.Key
+			mine = append(mine, l)
+		}
+	}
+	stolen = mine[5]
+	if err := a.Release(Context(t), stolen); err != nil {
+		t.Fatal(err)
+	}
+	MustAcquire(t, b, stolen.Key, "b", time.Minute)
+	return mine, stolen
 }
 
 // batchDown: with the store unreachable every item of every batch gets a

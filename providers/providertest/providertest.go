@@ -648,17 +648,10 @@ func (s *suite) renewMany(t *testing.T) {
 	if o := MustObserve(t, ps[1], "c"); o.Holder != "n2" || o.Token != taken.Token {
 		t.Errorf("RenewMany touched a lease it had lost: %+v", o)
 	}
-	if s.opts.Unreachable == nil {
+	dbr, dctx, ok := s.downBatcher(t)
+	if !ok {
 		return
 	}
-	down := s.opts.Unreachable(t)
-	t.Cleanup(func() { _ = down.Close() })
-	dbr, ok := providers.As[providers.Batcher](down)
-	if !ok {
-		t.Fatal("the unreachable client does not batch, the reachable one does")
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	_, errs = dbr.RenewMany(dctx, []providers.Lease{a, b})
 	for i, err := range errs {
 		if err == nil || errors.Is(err, providers.ErrLost) {
@@ -744,17 +737,10 @@ func (s *suite) acquireMany(t *testing.T) {
 	if err := ps[0].Release(Context(t), got[3]); err != nil {
 		t.Errorf("Release of a lease from AcquireMany: %v", err)
 	}
-	if s.opts.Unreachable == nil {
+	dba, dctx, ok := s.downBatcher(t)
+	if !ok {
 		return
 	}
-	down := s.opts.Unreachable(t)
-	t.Cleanup(func() { _ = down.Close() })
-	dba, ok := providers.As[providers.Batcher](down)
-	if !ok {
-		t.Fatal("the unreachable client does not batch, the reachable one does")
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	_, errs = dba.AcquireMany(dctx, reqs[:2])
 	for i, err := range errs {
 		if err == nil || errors.Is(err, providers.ErrHeld) {
@@ -845,6 +831,23 @@ func (s *suite) releaseMany(t *testing.T) {
 	if o := MustObserve(t, ps[1], "c"); o.Holder != "n2" || o.Token != c.Token {
 		t.Errorf("ReleaseMany touched another holder's lease: %+v", o)
 	}
+}
+
+// downBatcher is the Batcher of a client on a store that is down
+// (Options.Unreachable, closed with t) and a context of 5 s for its calls;
+// ok is false when the options give no such client.
+func (s *suite) downBatcher(t *testing.T) (b providers.Batcher, ctx context.Context, ok bool) {
+	if s.opts.Unreachable == nil {
+		return nil, nil, false
+	}
+	down := s.opts.Unreachable(t)
+	t.Cleanup(func() { _ = down.Close() })
+	if b, ok = providers.As[providers.Batcher](down); !ok {
+		t.Fatal("the unreachable client does not batch, the reachable one does")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return b, ctx, true
 }
 
 // notify: a provider implements providers.Notifier exactly when

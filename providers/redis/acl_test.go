@@ -32,8 +32,7 @@ func TestACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := redis.Settings{Addresses: addrs, Username: "electd", Password: "s3cret", DB: 2, Prefix: "electd:"}
-	a, b := open(t, s), open(t, s)
-	t.Cleanup(func() { a.Close(); b.Close() })
+	a, b := client(t, s), client(t, s)
 	notified := make(chan string, 10)
 	if err := b.Notify(ctx, func(key string) { notified <- key }); err != nil {
 		t.Fatalf("Notify: %v", err)

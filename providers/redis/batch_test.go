@@ -30,8 +30,7 @@ func TestRemaining(t *testing.T) {
 	t.Parallel()
 	forEachMode(t, func(t *testing.T, addrs []string) {
 		s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-		a, b := open(t, s), open(t, s)
-		t.Cleanup(func() { a.Close(); b.Close() })
+		a, b := client(t, s), client(t, s)
 		ctx := ctxT(t, 30*time.Second)
 		const ttl = 10 * time.Second
 		l, err := a.Acquire(ctx, "job", "a", ttl)
@@ -101,12 +100,9 @@ func TestNotifyStoreDown(t *testing.T) {
 // the highest counter) and leaves no stray term on any server.
 func TestRedlockBatchSplit(t *testing.T) {
 	t.Parallel()
-	addrs, _ := servers(t, 3)
-	prefix := randomPrefix()
-	s := redis.Settings{Addresses: addrs, Prefix: prefix}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, _, ctx := fresh(t, 3)
+	addrs, prefix := s.Addresses, s.Prefix
+	a := client(t, s)
 	for i, addr := range addrs {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		if err := c.HSet(ctx, prefix+"lease:split", "holder", "", "token", 10*i).Err(); err != nil {
@@ -140,11 +136,8 @@ func TestRedlockBatchSplit(t *testing.T) {
 // is undone.
 func TestRedlockBatchServerLostData(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 3)
+	a := client(t, s)
 	reqs := []providers.AcquireRequest{{Key: "x", Holder: "a", TTL: 10 * time.Second}, {Key: "y", Holder: "a", TTL: 10 * time.Second}}
 	for range 3 {
 		leases, errs := a.AcquireMany(ctx, reqs)
@@ -157,7 +150,7 @@ func TestRedlockBatchServerLostData(t *testing.T) {
 			t.Fatal(errs)
 		}
 	}
-	restart(t, procs, addrs, 2)
+	restart(t, procs, s.Addresses, 2)
 	// The first call may meet the connection the restart broke.
 	var leases []providers.Lease
 	var errs []error
@@ -197,8 +190,7 @@ func TestNotify(t *testing.T) {
 			t.Parallel()
 			addrs, procs := servers(t, n)
 			s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-			a, b := open(t, s), open(t, s)
-			t.Cleanup(func() { a.Close(); b.Close() })
+			a, b := client(t, s), client(t, s)
 			ctx := ctxT(t, 60*time.Second)
 			got := make(chan string, 100)
 			nctx, stop := context.WithCancel(ctx)
@@ -321,11 +313,8 @@ func TestNotifyPrefix(t *testing.T) {
 // provider's operations nor Notify's other subscriber.
 func TestNotifyDoesNotBlock(t *testing.T) {
 	t.Parallel()
-	addrs, _ := servers(t, 1)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, _, ctx := fresh(t, 1)
+	a := client(t, s)
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) })
 	if err := a.Notify(ctx, func(string) { <-block }); err != nil {

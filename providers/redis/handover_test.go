@@ -19,8 +19,7 @@ func TestHandover(t *testing.T) {
 			t.Parallel()
 			addrs, _ := servers(t, n)
 			s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-			a, b := open(t, s), open(t, s)
-			t.Cleanup(func() { a.Close(); b.Close() })
+			a, b := client(t, s), client(t, s)
 			providertest.Handover(t, a, b, providertest.HandoverOptions{Target: 100 * time.Millisecond, TokensMaySkip: n > 1})
 		})
 	}

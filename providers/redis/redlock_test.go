@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/redis"
 )
@@ -18,6 +19,22 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// fresh starts n redis-servers for the test and returns settings on them
+// under a fresh prefix, the servers, and a context that ends after 30 s.
+func fresh(t *testing.T, n int) (redis.Settings, []*teststore.Proc, context.Context) {
+	t.Helper()
+	addrs, procs := servers(t, n)
+	return redis.Settings{Addresses: addrs, Prefix: randomPrefix()}, procs, ctxT(t, 30*time.Second)
+}
+
+// client opens a client on s, closed with t.
+func client(t *testing.T, s redis.Settings) *redis.Provider {
+	t.Helper()
+	p := open(t, s)
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // wantStoreError: err is an error, and not a lease verdict.
@@ -36,11 +53,8 @@ func wantStoreError(t *testing.T, what string, err error) {
 // still acquires, renews, releases, hands over and notifies.
 func TestRedlockOneDown(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a, b := open(t, s), open(t, s)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 3)
+	a, b := client(t, s), client(t, s)
 
 	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
 	if err != nil {
@@ -91,11 +105,8 @@ func TestRedlockOneDown(t *testing.T) {
 // reach a quorum; each returns an error, never a false success or a verdict.
 func TestRedlockTwoDown(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 3)
+	a := client(t, s)
 
 	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
 	if err != nil {
@@ -122,11 +133,8 @@ func TestRedlockTwoDown(t *testing.T) {
 // renewal fails after one per-server timeout, a fifth of the ttl.
 func TestRedlockHung(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 3)
+	a := client(t, s)
 	const ttl = 2 * time.Second
 	l, err := a.Acquire(ctx, "job", "a", ttl)
 	if err != nil {
@@ -169,11 +177,8 @@ func TestRedlockHung(t *testing.T) {
 // every quorum keeps one server that remembers the last term.
 func TestRedlockServerLostData(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 3)
+	a := client(t, s)
 	var last uint64
 	cycle := func(what string) {
 		t.Helper()
@@ -193,7 +198,7 @@ func TestRedlockServerLostData(t *testing.T) {
 	for range 3 {
 		cycle("all servers")
 	}
-	restart(t, procs, addrs, 2)
+	restart(t, procs, s.Addresses, 2)
 	cycle("server 2 restarted empty")
 	procs[0].Stop()
 	cycle("server 0 down, server 2 empty before the last term")
@@ -208,11 +213,8 @@ func TestRedlockServerLostData(t *testing.T) {
 // given: this is the provider's own rule, not the agents' mark.
 func TestRedlockTwoServersRestartedEmpty(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 3)
+	a := client(t, s)
 	var last uint64
 	for range 20 {
 		l := mustAcquire(t, a, "job", "a")
@@ -221,13 +223,13 @@ func TestRedlockTwoServersRestartedEmpty(t *testing.T) {
 		}
 		last = l.Token
 	}
-	restart(t, procs, addrs, 0)
-	restart(t, procs, addrs, 1)
+	restart(t, procs, s.Addresses, 0)
+	restart(t, procs, s.Addresses, 1)
 	l := mustAcquire(t, a, "job", "b")
 	if l.Token <= last {
 		t.Fatalf("after two servers restarted empty: token %d, not above %d, the last term's", l.Token, last)
 	}
-	for i, addr := range addrs {
+	for i, addr := range s.Addresses {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		got, err := c.HGet(ctx, s.Prefix+"lease:job", "token").Result()
 		c.Close()
@@ -250,25 +252,22 @@ func TestRedlockMissedServerJoins(t *testing.T) {
 	}{{"at a renewal", true}, {"at once", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			addrs, procs := servers(t, 3)
-			s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-			a, b := open(t, s), open(t, s)
-			t.Cleanup(func() { a.Close(); b.Close() })
-			ctx := ctxT(t, 30*time.Second)
+			s, procs, ctx := fresh(t, 3)
+			a, b := client(t, s), client(t, s)
 
 			procs[2].Stop()
 			l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			restart(t, procs, addrs, 2)
+			restart(t, procs, s.Addresses, 2)
 			if c.renewMore {
 				if l, err = a.Renew(ctx, l); err != nil {
 					t.Fatalf("Renew with the third server back, empty: %v", err)
 				}
 				// The join runs beside the renewal: wait until the third
 				// server has the term (its live key names a).
-				c := goredis.NewClient(&goredis.Options{Addr: addrs[2]})
+				c := goredis.NewClient(&goredis.Options{Addr: s.Addresses[2]})
 				t.Cleanup(func() { c.Close() })
 				deadline := time.Now().Add(5 * time.Second)
 				for v, _ := c.Get(ctx, s.Prefix+"live:job").Result(); v != "a"; v, _ = c.Get(ctx, s.Prefix+"live:job").Result() {
@@ -294,11 +293,8 @@ func TestRedlockMissedServerJoins(t *testing.T) {
 // renewed, never one that does not exist or that it has seen end.
 func TestRedlockJoinNeedsTheTerm(t *testing.T) {
 	t.Parallel()
-	addrs, _ := servers(t, 3)
-	s := redis.Settings{Addresses: addrs, Prefix: randomPrefix()}
-	a := open(t, s)
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, _, ctx := fresh(t, 3)
+	a := client(t, s)
 	if _, err := a.Renew(ctx, providers.Lease{Key: "never", Holder: "a", Token: 7, TTL: 10 * time.Second}); !errors.Is(err, providers.ErrLost) {
 		t.Fatalf("Renew of a term never acquired: %v, want ErrLost", err)
 	}

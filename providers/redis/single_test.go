@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electd/electd/providers/redis"
 )
 
 // TestSingleHung: a single server that hangs (SIGSTOP) makes every call
@@ -15,10 +13,8 @@ import (
 // returns at once with the ctx error.
 func TestSingleHung(t *testing.T) {
 	t.Parallel()
-	addrs, procs := servers(t, 1)
-	a := open(t, redis.Settings{Addresses: addrs, Prefix: randomPrefix()})
-	t.Cleanup(func() { a.Close() })
-	ctx := ctxT(t, 30*time.Second)
+	s, procs, ctx := fresh(t, 1)
+	a := client(t, s)
 	const ttl = 2 * time.Second
 	l, err := a.Acquire(ctx, "job", "a", ttl)
 	if err != nil {

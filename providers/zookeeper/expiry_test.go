@@ -58,15 +58,7 @@ func testCrashedHolder(t *testing.T, addr string) {
 	const ttl = 2 * time.Second
 	s := Settings{Servers: []string{addr}, Root: root}
 	q := open(t, s)
-	keys := make(chan string, 16)
-	if err := q.Notify(providertest.Context(t), func(k string) {
-		select {
-		case keys <- k:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	keys := notified(t, q)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envHolder+"="+addr+" "+root+" "+ttl.String())

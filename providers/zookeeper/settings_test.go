@@ -3,15 +3,13 @@ package zookeeper
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/configtest"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 )
@@ -27,11 +25,7 @@ func TestSecrets(t *testing.T) {
 // as the only provider type.
 func load(t *testing.T, src string) (*config.Config, *config.Diagnostics) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "zk.hcl")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return config.Load([]string{path}, config.Options{Types: map[string]providers.Type{"zookeeper": Type()}})
+	return configtest.Load(t, "zookeeper", Type(), src)
 }
 
 // TestSettingsDiagnostics: every bad value is reported on its own line,
@@ -111,34 +105,7 @@ func TestSettingsDiagnostics(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, diags := load(t, c.src)
-			for _, want := range c.detail {
-				if d := diags.All()[0].Detail; !strings.Contains(d, want) {
-					t.Errorf("detail %q does not say %q", d, want)
-				}
-			}
-			if !diags.HasErrors() || cfg != nil {
-				t.Fatalf("Load succeeded, want errors %q", c.want)
-			}
-			var got []string
-			for _, d := range diags.All() {
-				if d.Subject == nil {
-					t.Errorf("diagnostic without a range: %s: %s", d.Summary, d.Detail)
-					continue
-				}
-				got = append(got, fmt.Sprintf("%d: %s", d.Subject.Start.Line, d.Summary))
-				if strings.Contains(d.Detail, "s3cret-zk-pw") {
-					t.Errorf("a diagnostic shows the password: %s", d.Detail)
-				}
-				if !strings.HasSuffix(d.Detail, ".") {
-					t.Errorf("detail should be whole sentences: %q", d.Detail)
-				}
-			}
-			sort.Strings(got)
-			want := slices.Clone(c.want)
-			sort.Strings(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("diagnostics %q, want %q", got, want)
-			}
+			configtest.WantDiagnostics(t, cfg, diags, c.want, c.detail, "s3cret-zk-pw")
 		})
 	}
 }
@@ -201,14 +168,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("examples/zookeeper-queue.hcl with NoEnv: %v", diags.Err())
 	}
 	t.Setenv("ELECTD_ZK_PASSWORD", "not-a-real-password")
-	cfg, diags := config.Load([]string{example}, config.Options{Types: map[string]providers.Type{"zookeeper": Type()}})
-	if diags.HasErrors() {
-		t.Fatalf("examples/zookeeper-queue.hcl: %v", diags.Err())
-	}
-	pc, ok := cfg.Provider("zookeeper.main")
-	if !ok {
-		t.Fatal("examples/zookeeper-queue.hcl declares no zookeeper.main")
-	}
+	pc := configtest.LoadExample(t, "zookeeper-queue.hcl", "zookeeper", Type(), "zookeeper.main")
 	p, err := pc.Settings.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,10 @@
 package zookeeper
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
@@ -17,20 +12,30 @@ import (
 )
 
 func randomRoot(t *testing.T) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	return "/electd-test/" + name + "-" + hex.EncodeToString(b)
+	return "/electd-test/" + providertest.UniqueName(t)
 }
 
 func open(t *testing.T, s Settings) *Provider {
 	t.Helper()
-	p, err := New(context.Background(), s, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := providertest.Open(t, New, s)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+// notified subscribes p to the store's changes and returns the keys it is
+// told of; past 16 unread, more are dropped.
+func notified(t *testing.T, p *Provider) <-chan string {
+	t.Helper()
+	keys := make(chan string, 16)
+	if err := p.Notify(providertest.Context(t), func(k string) {
+		select {
+		case keys <- k:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
 
 // TestZooKeeper runs the cases that share one ZooKeeper server, each under
@@ -38,46 +43,27 @@ func open(t *testing.T, s Settings) *Provider {
 // their own.
 func TestZooKeeper(t *testing.T) {
 	addr, _ := teststore.StartZooKeeper(t)
-	for _, c := range []struct {
-		name string
-		fn   func(t *testing.T, addr string)
-	}{
-		{"Handover", testHandover},
-		{"SessionTimeoutBounds", testSessionTimeoutBounds},
-		{"RenewOtherTTL", testRenewOtherTTL},
-		{"CrashedHolder", testCrashedHolder},
-		{"Lapse", testLapse},
-		{"Digest", testDigest},
-		{"RootCreated", testRootCreated},
-		{"NotifyNewKey", testNotifyNewKey},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, addr)
-		})
-	}
+	providertest.RunShared(t, addr, []providertest.Case{
+		{Name: "Handover", Fn: testHandover},
+		{Name: "SessionTimeoutBounds", Fn: testSessionTimeoutBounds},
+		{Name: "RenewOtherTTL", Fn: testRenewOtherTTL},
+		{Name: "CrashedHolder", Fn: testCrashedHolder},
+		{Name: "Lapse", Fn: testLapse},
+		{Name: "Digest", Fn: testDigest},
+		{Name: "RootCreated", Fn: testRootCreated},
+		{Name: "NotifyNewKey", Fn: testNotifyNewKey},
+	})
 	t.Run("Conformance", func(t *testing.T) { testConformance(t, addr) })
 }
 
 func testConformance(t *testing.T, addr string) {
 	providertest.Run(t, func(t *testing.T) func(t *testing.T) providers.Provider {
 		s := Settings{Servers: []string{addr}, Root: randomRoot(t)}
-		return func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), s, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		}
+		return func(t *testing.T) providers.Provider { return providertest.Open(t, New, s) }
 	}, providertest.Options{
 		Unreachable: func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), Settings{
-				Servers: []string{teststore.Addr(teststore.MustFreePort(t))}, // nothing listens there
-			}, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
+			// Nothing listens there.
+			return providertest.Open(t, New, Settings{Servers: []string{teststore.Addr(teststore.MustFreePort(t))}})
 		},
 		Notifier:    true,
 		NoRemaining: "ZooKeeper does not tell a client how long another client's session has left",
@@ -166,15 +152,7 @@ func testLapse(t *testing.T, addr string) {
 	p, q := open(t, s), open(t, s)
 	const ttl = 1500 * time.Millisecond
 	l := providertest.MustAcquire(t, p, "job", "a", ttl)
-	keys := make(chan string, 16)
-	if err := q.Notify(providertest.Context(t), func(k string) {
-		select {
-		case keys <- k:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	keys := notified(t, q)
 	sent := time.Now()
 	if _, err := p.Renew(providertest.Context(t), l); err != nil {
 		t.Fatal(err)
