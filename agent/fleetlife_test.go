@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/syncbuf"
+	"github.com/hashicorp/go-hclog"
 )
 
 // The fleet's ordinary life, on three agents and on SQLite and PostgreSQL
@@ -46,6 +48,20 @@ func lifeStores(t *testing.T, f func(t *testing.T, provider string)) {
 				block = fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"postgres\"\n  dsn    = %q\n  table  = %q\n}\n", dsn, table)
 			}
 			f(t, block)
+		})
+	}
+}
+
+// logged keeps an agent's log at info level, shown only when the test
+// fails: the handovers and elections that a move count is made of.
+func logged(t *testing.T, node string) agentOpt {
+	return func(o *Options) {
+		buf := &syncbuf.Buffer{}
+		o.Logger = hclog.New(&hclog.LoggerOptions{Name: node, Level: hclog.Info, Output: buf})
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("log of %s:\n%s", node, buf.String())
+			}
 		})
 	}
 }
@@ -155,7 +171,7 @@ func TestLifeRolloutOfANewJob(t *testing.T) {
 		all := append(slices.Clone(base), added...)
 		var agents []*testAgent
 		for _, n := range []string{"a", "b", "c"} {
-			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(base...))), quiet))
+			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(base...))), logged(t, n)))
 		}
 		eventually(t, 30*time.Second, "2 jobs each", func() bool { return slices.Equal(leaders(agents...), []int{2, 2, 2}) })
 		settle(t, 3, agents...)
@@ -209,7 +225,7 @@ func TestLifeRolloutOf30Jobs(t *testing.T) {
 		jobs := names("r", 30)
 		var agents []*testAgent
 		for _, n := range []string{"a", "b", "c"} {
-			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", "")), quiet))
+			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", "")), logged(t, n)))
 		}
 		all := lifeJobs(jobs...)
 		grand := 0
@@ -277,7 +293,7 @@ func TestLifeReloadOfAPreferredJob(t *testing.T) {
 		zones := map[string]string{"eu-1": "eu", "us-1": "us", "us-2": "us"}
 		var agents []*testAgent
 		for _, n := range []string{"us-1", "us-2", "eu-1"} {
-			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, fmt.Sprintf("zone = %q", zones[n]), job("1s"))), quiet))
+			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, fmt.Sprintf("zone = %q", zones[n]), job("1s"))), logged(t, n)))
 		}
 		eu := agents[2]
 		eventually(t, 30*time.Second, "eu-1 leads", func() bool { return statusOf(eu, "queue").State == StateLeader })
@@ -328,7 +344,7 @@ func TestLifeDrain(t *testing.T) {
 `
 		var agents []*testAgent
 		for _, n := range []string{"a", "b", "c"} {
-			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(jobs...)+solo)), quiet))
+			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(jobs...)+solo)), logged(t, n)))
 		}
 		a := agents[0]
 		eventually(t, 30*time.Second, "spread, a leads solo", func() bool {
@@ -405,9 +421,9 @@ func TestLifeDrainWaitsForAHoldOff(t *testing.T) {
   retry_every = "300ms"
 }
 `
-		a := startAgent(t, loadConfig(t, lifeConfig("a", provider, "", job)), quiet)
+		a := startAgent(t, loadConfig(t, lifeConfig("a", provider, "", job)), logged(t, "a"))
 		eventually(t, 10*time.Second, "a leads", func() bool { return statusOf(a, "x").State == StateLeader })
-		b := startAgent(t, loadConfig(t, lifeConfig("b", provider, "", job)), quiet)
+		b := startAgent(t, loadConfig(t, lifeConfig("b", provider, "", job)), logged(t, "b"))
 		settle(t, 2, a, b)
 		// b leads, then steps down: it holds x off for a ttl, and a leads.
 		if err := a.StepDown(t.Context(), "x"); err != nil {
@@ -457,7 +473,7 @@ func TestLifeRolloutOfARemovalAndAPlacement(t *testing.T) {
 		jobs := names("p", 6)
 		var agents []*testAgent
 		for _, n := range []string{"a", "b", "c"} {
-			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(jobs...))), quiet))
+			agents = append(agents, startAgent(t, loadConfig(t, lifeConfig(n, provider, "", lifeJobs(jobs...))), logged(t, n)))
 		}
 		eventually(t, 30*time.Second, "2 jobs each", func() bool { return slices.Equal(leaders(agents...), []int{2, 2, 2}) })
 		settle(t, 3, agents...)

@@ -298,8 +298,8 @@ func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
 // another agent took the job while this one still ran it.) The abandon is
 // the one Acquire makes after a failed Txn, made here directly.
 func TestAbandonedAcquireRetriedKeepsTheTerm(t *testing.T) {
-	endpoint, _ := teststore.StartEtcd(t)
-	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
+	_, s := ownServer(t)
+	p := open(t, s)
 	ctx := context.Background()
 	p.abandon(providers.Lease{Key: "job", Holder: "node-1", Token: 1})
 	l, err := p.Acquire(ctx, "job", "node-1", 3*time.Second)
