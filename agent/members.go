@@ -286,6 +286,9 @@ func (m *members) publish(ctx context.Context, rec record) {
 			m.lease = renewed
 			return
 		}
+		if ctx.Err() != nil {
+			return // stopping: the slot stays known, for leave to release it
+		}
 		m.slot = -1 // lost or unknown: take a slot again
 	}
 	for i := 0; i < memberSlots; i++ {

@@ -73,7 +73,8 @@ job "task-as-nobody" {
 	}
 	// The task and the health command run again and again: each appends.
 	eventually(t, 10*time.Second, "the task and the health command run", func() bool {
-		return len(lines(t, filepath.Join(dir, "task.uid"))) > 0 && len(lines(t, filepath.Join(dir, "health.uid"))) > 0
+		return len(lines(t, filepath.Join(dir, "task.uid"))) > 0 && len(lines(t, filepath.Join(dir, "health.uid"))) > 0 &&
+			len(lines(t, filepath.Join(dir, "task.file"))) > 0 // the task's last step
 	})
 	for _, f := range []string{"task.uid", "health.uid"} {
 		for _, got := range lines(t, filepath.Join(dir, f)) {
