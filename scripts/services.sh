@@ -98,36 +98,47 @@ datastore() {
 	return 1
 }
 
-ferretdb() {
-	if [ -x "$cache/bin/ferretdb" ]; then return 0; fi
-	# Not `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.0`: that asks
-	# the proxy for the module's version list (a deprecation check), which the proxy
-	# refuses ("This module version is not available"), and a binary built that way
-	# panics without build/version/version.txt. Instead: download the module zip,
-	# build it in a writable copy with FerretDB's own go.mod and go.sum (so electd's
-	# go.mod stays out of it), with the version file written. ~1 min the first time.
-	log "building FerretDB v1.24.0 into .cache/bin (Go module proxy)"
-	local tmp mod
+# build_module MODULE@VERSION PACKAGE OUT [VERSIONFILE]: builds PACKAGE of a
+# module from the Go module proxy into OUT.tmp, in a writable copy of the
+# module with its own go.mod and go.sum, so that electd's go.mod stays out
+# of it. VERSIONFILE, when given, is written with the version first.
+build_module() {
+	local modver=$1 pkg=$2 out=$3 vfile=${4:-} tmp mod
 	tmp=$(mktemp -d)
-	mod=$(cd "$tmp" && GOFLAGS= go mod download -json github.com/FerretDB/FerretDB@v1.24.0 |
+	mod=$(cd "$tmp" && GOFLAGS= go mod download -json "$modver" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
 	if [ -z "$mod" ] || [ ! -d "$mod" ]; then
-		log "could not download github.com/FerretDB/FerretDB@v1.24.0"
+		log "could not download $modver"
 		rm -rf "$tmp"
 		return 1
 	fi
 	cp -R "$mod/." "$tmp/src"
 	chmod -R u+w "$tmp/src"
-	echo v1.24.0 >"$tmp/src/build/version/version.txt"
-	if ! (cd "$tmp/src" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
-		go build -trimpath -o "$cache/bin/ferretdb.tmp" ./cmd/ferretdb) ||
-		! "$cache/bin/ferretdb.tmp" --version >/dev/null; then
-		log "building FerretDB failed"
-		rm -rf "$tmp" "$cache/bin/ferretdb.tmp"
+	if [ -n "$vfile" ]; then echo "${modver#*@}" >"$tmp/src/$vfile"; fi
+	if ! (cd "$tmp/src" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -trimpath -o "$out.tmp" "$pkg"); then
+		log "building $modver failed"
+		rm -rf "$tmp" "$out.tmp"
 		return 1
 	fi
-	mv "$cache/bin/ferretdb.tmp" "$cache/bin/ferretdb"
 	rm -rf "$tmp"
+}
+
+ferretdb() {
+	if [ -x "$cache/bin/ferretdb" ]; then return 0; fi
+	# Not `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.0`: that asks
+	# the proxy for the module's version list (a deprecation check), which the proxy
+	# refuses ("This module version is not available"), and a binary built that way
+	# panics without build/version/version.txt. Instead: the module's own copy,
+	# with the version file written. ~1 min the first time.
+	log "building FerretDB v1.24.0 into .cache/bin (Go module proxy)"
+	local bin=$cache/bin/ferretdb
+	build_module github.com/FerretDB/FerretDB@v1.24.0 ./cmd/ferretdb "$bin" build/version/version.txt || return 1
+	if ! "$bin.tmp" --version >/dev/null; then
+		log "the FerretDB built does not run"
+		rm -f "$bin.tmp"
+		return 1
+	fi
+	mv "$bin.tmp" "$bin"
 }
 
 zookeeper() {
@@ -153,30 +164,16 @@ nats_js_up() { # the server on 4222 greets with JetStream on (and, given one, th
 }
 
 nats_build() { # nats-server $nats_version into .cache/bin; ~2 min the first time
-	local bin=$cache/bin/nats-server tmp mod
+	local bin=$cache/bin/nats-server
 	if [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "nats-server: $nats_version" ]; then return 0; fi
-	# A writable copy of the module with its own go.mod and go.sum, so
-	# electd's go.mod stays out of it (see ferretdb).
 	log "building nats-server $nats_version into .cache/bin (Go module proxy)"
-	tmp=$(mktemp -d)
-	mod=$(cd "$tmp" && GOFLAGS= go mod download -json "github.com/nats-io/nats-server/v2@$nats_version" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-	if [ -z "$mod" ] || [ ! -d "$mod" ]; then
-		log "could not download github.com/nats-io/nats-server/v2@$nats_version"
-		rm -rf "$tmp"
-		return 1
-	fi
-	cp -R "$mod/." "$tmp/src"
-	chmod -R u+w "$tmp/src"
-	if ! (cd "$tmp/src" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
-		go build -trimpath -o "$bin.tmp" .) ||
-		[ "$("$bin.tmp" --version 2>/dev/null)" != "nats-server: $nats_version" ]; then
-		log "building nats-server $nats_version failed"
-		rm -rf "$tmp" "$bin.tmp"
+	build_module "github.com/nats-io/nats-server/v2@$nats_version" . "$bin" || return 1
+	if [ "$("$bin.tmp" --version 2>/dev/null)" != "nats-server: $nats_version" ]; then
+		log "the nats-server built does not say it is $nats_version"
+		rm -f "$bin.tmp"
 		return 1
 	fi
 	mv "$bin.tmp" "$bin"
-	rm -rf "$tmp"
 }
 
 nats() {
