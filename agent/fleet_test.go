@@ -14,8 +14,9 @@ import (
 	"github.com/electd/electd/internal/syncbuf"
 )
 
-// fleetConfig is agentConfig with the agent block's tags and balance.
-func fleetConfig(node, db, tags string, balance bool, jobs string) string {
+// fleetAgent is the agent block of the fleet tests: node, its tags, and
+// whether it balances.
+func fleetAgent(node, tags string, balance bool) string {
 	return fmt.Sprintf(`
 agent {
   node_id          = %q
@@ -24,11 +25,16 @@ agent {
   tags             = { %s }
   balance          = %v
 }
-provider "sql" "s" {
+`, node, tags, balance)
+}
+
+// fleetConfig is agentConfig with the agent block's tags and balance.
+func fleetConfig(node, db, tags string, balance bool, jobs string) string {
+	return fleetAgent(node, tags, balance) + fmt.Sprintf(`provider "sql" "s" {
   driver = "sqlite"
   dsn    = %q
 }
-%s`, node, tags, balance, db, jobs)
+%s`, db, jobs)
 }
 
 const fastTimings = `  ttl         = "3s"

@@ -68,15 +68,7 @@ func logged(t *testing.T, node string) agentOpt {
 
 // lifeConfig is a balancing agent on provider with tags and jobs.
 func lifeConfig(node, provider, tags, jobs string) string {
-	return fmt.Sprintf(`
-agent {
-  node_id          = %q
-  listen           = ""
-  shutdown_timeout = "10s"
-  tags             = { %s }
-}
-%s
-%s`, node, tags, provider, jobs)
+	return fleetAgent(node, tags, true) + provider + "\n" + jobs
 }
 
 // lifeJobs are leadership-only jobs with the fast timings.

@@ -174,6 +174,21 @@ func TestBalanceAcrossAgents(t *testing.T) {
 	}
 }
 
+// jobHistory is job's history as agent a's API gives it.
+func jobHistory(t *testing.T, a *cluster.Agent, job string) []agent.Transition {
+	t.Helper()
+	resp, err := http.Get(a.URL("/v1/jobs/" + job + "/history"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var hist []agent.Transition
+	if err := json.NewDecoder(resp.Body).Decode(&hist); err != nil {
+		t.Fatalf("history of %s: %v", job, err)
+	}
+	return hist
+}
+
 // balancedMoves counts the handovers for balance in the agents' histories
 // of job-000 to job-(n-1).
 func balancedMoves(t *testing.T, agents []*cluster.Agent, n int) int {
@@ -181,14 +196,7 @@ func balancedMoves(t *testing.T, agents []*cluster.Agent, n int) int {
 	moves := 0
 	for _, a := range agents {
 		for i := range n {
-			var hist []agent.Transition
-			resp, err := http.Get(a.URL(fmt.Sprintf("/v1/jobs/job-%03d/history", i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			json.NewDecoder(resp.Body).Decode(&hist)
-			resp.Body.Close()
-			for _, h := range hist {
+			for _, h := range jobHistory(t, a, fmt.Sprintf("job-%03d", i)) {
 				if h.Type == "demoted" && h.Reason == agent.ReasonBalanced {
 					moves++
 				}

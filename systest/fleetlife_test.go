@@ -1,14 +1,11 @@
 package systest
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/electd/electd/agent"
 	"github.com/electd/electd/internal/cluster"
 )
 
@@ -60,15 +57,8 @@ func TestBalanceHandoverKilled(t *testing.T) {
 			}
 			back := 0
 			for i := range n {
-				var hist []agent.Transition
-				resp, err := http.Get(a.URL(fmt.Sprintf("/v1/jobs/job-%03d/history", i)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				json.NewDecoder(resp.Body).Decode(&hist)
-				resp.Body.Close()
 				elected := 0
-				for _, h := range hist {
+				for _, h := range jobHistory(t, a, fmt.Sprintf("job-%03d", i)) {
 					if h.Type == "elected" {
 						elected++
 					}
