@@ -48,10 +48,21 @@ apt_install() {
 }
 
 postgres() {
-	if pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then return 0; fi
-	log "starting PostgreSQL"
-	pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
-	wait_for postgres 60 pg_isready -h 127.0.0.1 -p 5432 -q
+	local version
+	version=$(ls /etc/postgresql | head -1)
+	if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+		log "starting PostgreSQL"
+		pg_ctlcluster --skip-systemctl-redirect "$version" main start
+		wait_for postgres 60 pg_isready -h 127.0.0.1 -p 5432 -q
+	fi
+	# make test runs three packages at once, each with agents and clients on
+	# this server: the default 100 connections ran out ("too many clients").
+	if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -tAc 'SHOW max_connections')" -lt 400 ]; then
+		log "raising PostgreSQL's max_connections to 400 (a restart)"
+		psql -h 127.0.0.1 -U postgres -d postgres -qc 'ALTER SYSTEM SET max_connections = 400'
+		pg_ctlcluster --skip-systemctl-redirect "$version" main restart
+		wait_for postgres 60 pg_isready -h 127.0.0.1 -p 5432 -q
+	fi
 	psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='test'" | grep -q 1 ||
 		psql -h 127.0.0.1 -U postgres -d postgres -c 'CREATE DATABASE test' >/dev/null
 }
