@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
 )
 
 // The balance decisions, on views the test writes: one agent's loop on a
@@ -18,6 +20,7 @@ import (
 
 type balanceRig struct {
 	clk  *fakeClock
+	p    providers.Provider
 	l    *loop
 	m    *members
 	jobs []*job
@@ -32,7 +35,7 @@ func newBalanceRig(t *testing.T, n int) *balanceRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &balanceRig{clk: clk}
+	r := &balanceRig{clk: clk, p: p}
 	r.l = newLoop(p, "sql.s", clk, nil, newFleet(config.Agent{NodeID: "node-a", Balance: true}, "node-a#1"), hclog.NewNullLogger())
 	r.m = &members{l: r.l, holder: "node-a#1", ttl: 10 * time.Second, slot: -1, wanted: map[string]bool{}, done: make(chan struct{})}
 	close(r.m.done) // no goroutine keeps a record
@@ -157,5 +160,62 @@ func TestBalanceHandsNothingToASilentAgent(t *testing.T) {
 	r.view(t, r.peer(c, 0, 8, []string{}))
 	if n := r.view(t, r.peer(c, 0, 9, []string{})); n != 5 {
 		t.Fatalf("node-c heard again and under in two views: node-a leads %d, want 5", n)
+	}
+}
+
+// An agent over its share defers to one under it for a lease that is
+// freed while its own attempt is on its way to the store: the attempt is
+// refused (the holder still had it), the release's notification came
+// meanwhile, and the agent tries again after the deferral, not at once
+// (it took the job 4 ms after the release, over node-c's head, in a
+// rollout of 30 jobs).
+func TestBalanceDefersWhenFreedDuringAnAttempt(t *testing.T) {
+	r := newBalanceRig(t, 6)
+	spec := fitSpec()
+	spec.Name = "held"
+	if _, err := r.p.Acquire(context.Background(), spec.Name, "node-b#1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := newJob(&spec, r.l, Options{Clock: r.clk, Shim: self})
+	r.jobs = append(r.jobs, j)
+	// Node-c, under its share and able to lead every job, in one view:
+	// not yet handed anything, but deferred to.
+	r.view(t, r.peer("node-c#1", 0, 1, []string{}))
+	r.l.post(j.start)
+	waitCandidate := func() {
+		t.Helper()
+		eventually(t, 10*time.Second, "the job's attempt answered", func() bool {
+			done := make(chan bool, 1)
+			r.l.post(func() { done <- j.phase == candidate && j.timer != nil })
+			return <-done
+		})
+	}
+	waitCandidate()
+	got := make(chan string, 1)
+	r.l.post(func() {
+		if d := j.deferral(); d != balanceDefer {
+			got <- fmt.Sprintf("deferral %s, want %s (node-a over its share, node-c under)", d, balanceDefer)
+			return
+		}
+		// The attempt goes out, and a notification arrives before its
+		// answer.
+		r.l.cancel(j.timer)
+		j.attempt()
+		j.notify()
+		got <- ""
+	})
+	if msg := <-got; msg != "" {
+		t.Fatal(msg)
+	}
+	waitCandidate()
+	r.l.post(func() {
+		got <- fmt.Sprintf("next attempt in %s", j.timer.at.Sub(r.clk.Now()))
+	})
+	if msg, want := <-got, fmt.Sprintf("next attempt in %s", balanceDefer); msg != want {
+		t.Fatalf("refused with a notification on the way: %s; want %s", msg, want)
 	}
 }

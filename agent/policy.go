@@ -105,9 +105,14 @@ func (supervised) refused(j *job, held *providers.HeldError, _ error) {
 		j.wait(jitter(j.spec.RetryEvery))
 	case j.notified && !j.l.clock.Now().Before(j.rushed.Add(j.spec.RetryEvery)):
 		// The lease may have been released after the store judged this
-		// attempt: try again at once, but once per retry_every at most, so
-		// that candidates whose attempts notify each other (or themselves)
-		// back off like any refused attempt.
+		// attempt: try again at once (after the deferral, as notified
+		// does, when another node should have it first), but once per
+		// retry_every at most, so that candidates whose attempts notify
+		// each other (or themselves) back off like any refused attempt.
+		if d := j.deferral(); d > 0 {
+			j.wait(d)
+			return
+		}
 		j.rushed = j.l.clock.Now()
 		j.attempt()
 	case held.Remaining > 0:
@@ -115,7 +120,10 @@ func (supervised) refused(j *job, held *providers.HeldError, _ error) {
 		// (later when another node should have it first).
 		j.wait(min(jitter(j.spec.RetryEvery), held.Remaining+time.Millisecond) + j.deferral())
 	default:
-		j.wait(jitter(j.spec.RetryEvery))
+		// A term at its end (no time left by the store's clock): the
+		// lease is free at the next try, which another node should have
+		// first when the fleet wants it there.
+		j.wait(jitter(j.spec.RetryEvery) + j.deferral())
 	}
 }
 

@@ -117,14 +117,23 @@ func TestTaskRunsSeenEverywhere(t *testing.T) {
 		}
 		return l
 	}
+	// follower is a running agent other than not whose API answers: one
+	// still starting (the leader's API may be up before it) is waited for.
 	follower := func(not *cluster.Agent) *cluster.Agent {
-		for _, a := range all {
-			if a != not && !a.Exited() {
-				return a
+		var f *cluster.Agent
+		cluster.Until(20*time.Second, 100*time.Millisecond, func() bool {
+			for _, a := range all {
+				if _, ok := report(a); ok && a != not && !a.Exited() {
+					f = a
+					return true
+				}
 			}
+			return false
+		})
+		if f == nil {
+			t.Fatal("no follower answers")
 		}
-		t.Fatal("no follower left")
-		return nil
+		return f
 	}
 	// seenEverywhere waits until every running agent shows the run of
 	// request n with result, and returns it as the first agent shows it.

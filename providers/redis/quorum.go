@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,25 +103,42 @@ func quorumOf[T any](p *Provider, ok func(T) bool) func([]result[T], []bool) boo
 	}
 }
 
-// storeError says how many servers did what, with the first failure; the
-// caller's ctx error comes first so that errors.Is(err, context.Canceled)
-// holds for a cancelled call.
+// storeError says how many servers did what, with every server's failure;
+// the caller's ctx error comes first so that errors.Is(err,
+// context.Canceled) holds for a cancelled call.
 func (p *Provider) storeError(ctx context.Context, what string, answered int, errs []error) error {
-	var first error = errors.New("no server answered")
+	var failed error = errors.New("no server answered")
 	if len(errs) > 0 {
-		first = errs[0]
+		failed = serverErrors(errs)
+		if len(errs) == 1 {
+			failed = errs[0]
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		if len(errs) == 0 {
 			return err
 		}
-		return fmt.Errorf("%w (%v)", err, first)
+		return fmt.Errorf("%w (%v)", err, failed)
 	}
 	if len(p.nodes) == 1 {
-		return first
+		return failed
 	}
-	return fmt.Errorf("%d of %d servers %s, a quorum is %d: %w", answered, len(p.nodes), what, p.quorum, first)
+	return fmt.Errorf("%d of %d servers %s, a quorum is %d: %w", answered, len(p.nodes), what, p.quorum, failed)
 }
+
+// serverErrors is the failures of the servers that did not answer, each
+// naming its server, on one line.
+type serverErrors []error
+
+func (e serverErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e serverErrors) Unwrap() []error { return e }
 
 // quorumExpiry is when fewer than a quorum of the given server expiries
 // are still ahead: the q-th latest.
@@ -216,7 +234,7 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 		case v.unsure != nil && (attempt >= acquireAttempts || sameTerm(v.unsure, unsure)):
 			return providers.Lease{}, v.unsure
 		case attempt >= acquireAttempts:
-			return providers.Lease{}, fmt.Errorf("no candidate reached a quorum of %d servers in %d attempts (candidates split the servers, or a server is down and the others disagree)", p.quorum, attempt)
+			return providers.Lease{}, fmt.Errorf("no candidate reached a quorum of %d servers in %d attempts (candidates split the servers, or a server is down and the others disagree); the last attempt: %s", p.quorum, attempt, p.answers(rs))
 		}
 		minToken, unsure = v.maxToken+1, v.unsure
 	}
@@ -247,6 +265,22 @@ func (p *Provider) settled(rs []result[record], answered []bool) bool {
 		}
 	}
 	return false
+}
+
+// answers says what each server answered an Acquire attempt, for an error.
+func (p *Provider) answers(rs []result[record]) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		switch {
+		case r.err != nil:
+			s[i] = r.err.Error()
+		case r.v.ok:
+			s[i] = fmt.Sprintf("%s: won token %d", p.nodes[i].addr, r.v.token)
+		default:
+			s[i] = fmt.Sprintf("%s: held by %q token %d", p.nodes[i].addr, r.v.holder, r.v.token)
+		}
+	}
+	return strings.Join(s, "; ")
 }
 
 func sameTerm(a, b *providers.HeldError) bool {
@@ -498,7 +532,11 @@ func (p *Provider) judgeRenew(ctx context.Context, lease providers.Lease, rs []r
 	case len(exps) >= p.quorum:
 		return providers.Lease{}, fmt.Errorf("redis: renew %q: took %s of a %s ttl: no validity left", lease.Key, lease.TTL-validity-drift(lease.TTL), lease.TTL)
 	}
-	return providers.Lease{}, providers.Wrap("redis", "renew", lease.Key, p.storeError(ctx, "renewed the lease", len(exps), errs))
+	what := "renewed the lease"
+	if refused > 0 {
+		what = fmt.Sprintf("renewed the lease (%d refused it)", refused)
+	}
+	return providers.Lease{}, providers.Wrap("redis", "renew", lease.Key, p.storeError(ctx, what, len(exps), errs))
 }
 
 // Release clears the holder and stores lease.Value when holder and token

@@ -135,7 +135,7 @@ func TestRedlockHung(t *testing.T) {
 	t.Parallel()
 	s, procs, ctx := fresh(t, 3)
 	a := client(t, s)
-	const ttl = 2 * time.Second
+	const ttl = 5 * time.Second
 	l, err := a.Acquire(ctx, "job", "a", ttl)
 	if err != nil {
 		t.Fatal(err)
