@@ -139,8 +139,8 @@ func TestUnhealthyLeaderStepsDown(t *testing.T) {
 		return fmt.Sprintf(`job "etl" {
 %s  health {
     command   = ["test", "-e", %q]
-    interval  = "200ms"
-    timeout   = "200ms"
+    interval  = "500ms"
+    timeout   = "500ms"
     failures  = 2
     successes = 3
   }
@@ -164,7 +164,7 @@ func TestUnhealthyLeaderStepsDown(t *testing.T) {
 	a := startAgent(t, loadConfig(t, fleetConfig("a", db, "", false, job("a"))))
 	eventually(t, 10*time.Second, "a leads", func() bool { return a.job("etl").state == StateLeader })
 	b := startAgent(t, loadConfig(t, fleetConfig("b", db, "", false, job("b"))))
-	eventually(t, 5*time.Second, "b's check fails", func() bool {
+	eventually(t, 10*time.Second, "b's check fails", func() bool {
 		h := statusOf(b, "etl").Health
 		return h != nil && h.Status == HealthFailing
 	})
@@ -186,7 +186,7 @@ func TestUnhealthyLeaderStepsDown(t *testing.T) {
 	}
 	// Healthy again: a competes (b keeps the lease: no preference here).
 	ok("a", true)
-	eventually(t, 5*time.Second, "a competes again", func() bool { return statusOf(a, "etl").Competing })
+	eventually(t, 10*time.Second, "a competes again", func() bool { return statusOf(a, "etl").Competing })
 	if statusOf(a, "etl").Health.ConsecutiveSuccesses < 3 {
 		t.Errorf("a competes after %d passes, want 3", statusOf(a, "etl").Health.ConsecutiveSuccesses)
 	}
@@ -219,7 +219,7 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 		}
 	}
 	a.Drain(false, false)
-	eventually(t, 5*time.Second, "a competes again", func() bool { return statusOf(a, "d0").Competing })
+	eventually(t, 10*time.Second, "a competes again", func() bool { return statusOf(a, "d0").Competing })
 	b.stop(t)
 	eventually(t, 10*time.Second, "a leads again once b is gone", func() bool { return leaders(a)[0] == 4 })
 }

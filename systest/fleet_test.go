@@ -225,8 +225,8 @@ func TestHealthPreferDrain(t *testing.T) {
   prefer_settle = "1s"
   health {
     command   = ["test", "-e", %q]
-    interval  = "250ms"
-    timeout   = "250ms"
+    interval  = "500ms"
+    timeout   = "500ms"
     failures  = 2
     successes = 2
   }

@@ -131,8 +131,8 @@ job "reports" {
   provider = sql.s
 %[2]s  health {
     command   = ["test", "-e", %[4]q]
-    interval  = "250ms"
-    timeout   = "250ms"
+    interval  = "500ms"
+    timeout   = "500ms"
     failures  = 2
     successes = 1
   }
