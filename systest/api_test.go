@@ -76,10 +76,12 @@ job "audit" {
 }
 
 // writeNodeConfig writes a configuration for node listening on listen with
-// token ("" for none) and returns its path.
+// token ("" for none) and returns its path. No balance: jobs stay where the
+// test puts them (a step-down that brings billing back to a node leading
+// audit would otherwise make it hand audit over).
 func writeNodeConfig(t *testing.T, dir, node, listen, token, body string) string {
 	t.Helper()
-	var attrs []string
+	attrs := []string{"balance = false"}
 	if token != "" {
 		attrs = append(attrs, cluster.Str("api_token", token))
 	}
