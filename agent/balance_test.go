@@ -164,7 +164,10 @@ func TestBalanceHandsNothingToASilentAgent(t *testing.T) {
 }
 
 // An agent over its share defers to one under it for a lease that is
-// freed while its own attempt is on its way to the store: the attempt is
+// released: with the store's notifications flowing it does not poll the
+// lease before the term's end (a poll could land between the release and
+// its notification), and one freed while its own attempt is on its way
+// to the store is tried again after the deferral: the attempt is
 // refused (the holder still had it), the release's notification came
 // meanwhile, and the agent tries again after the deferral, not at once
 // (it took the job 4 ms after the release, over node-c's head, in a
@@ -185,6 +188,9 @@ func TestBalanceDefersWhenFreedDuringAnAttempt(t *testing.T) {
 	// Node-c, under its share and able to lead every job, in one view:
 	// not yet handed anything, but deferred to.
 	r.view(t, r.peer("node-c#1", 0, 1, []string{}))
+	if err := r.l.notify(); err != nil {
+		t.Fatal(err)
+	}
 	r.l.post(j.start)
 	waitCandidate := func() {
 		t.Helper()
@@ -195,7 +201,13 @@ func TestBalanceDefersWhenFreedDuringAnAttempt(t *testing.T) {
 		})
 	}
 	waitCandidate()
+	// Refused while the store's notifications flow: it does not poll
+	// before the term's end (a minute), when a release is notified.
 	got := make(chan string, 1)
+	r.l.post(func() { got <- j.timer.at.Sub(r.clk.Now()).Round(time.Second).String() })
+	if msg := <-got; msg != "1m1s" {
+		t.Fatalf("refused by a term with a minute left, notifications flowing: next attempt in %s, want at the term's end and the deferral (1m1s)", msg)
+	}
 	r.l.post(func() {
 		if d := j.deferral(); d != balanceDefer {
 			got <- fmt.Sprintf("deferral %s, want %s (node-a over its share, node-c under)", d, balanceDefer)

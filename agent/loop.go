@@ -54,6 +54,9 @@ type loop struct {
 	// lateRenewals counts the renewal answers that came after their term
 	// had ended, and were ignored (tests wait on it).
 	lateRenewals atomic.Int64
+	// notifying: the store's notifications flow (notify subscribed), so a
+	// release reaches the candidates without their polling for it.
+	notifying atomic.Bool
 
 	// Owned by the loop's goroutine.
 	leading  int // leader-mode jobs leading now
@@ -89,7 +92,7 @@ func (l *loop) notify() error {
 	if !ok {
 		return nil
 	}
-	return n.Notify(l.ctx, func(key string) {
+	err := n.Notify(l.ctx, func(key string) {
 		l.post(func() {
 			if key == "" {
 				for _, j := range l.jobs {
@@ -105,6 +108,8 @@ func (l *loop) notify() error {
 			}
 		})
 	})
+	l.notifying.Store(err == nil)
+	return err
 }
 
 // post runs fn on the loop. It never blocks.

@@ -118,7 +118,17 @@ func (supervised) refused(j *job, held *providers.HeldError, _ error) {
 	case held.Remaining > 0:
 		// The store said when the term ends, by its own clock: try then
 		// (later when another node should have it first).
-		j.wait(min(jitter(j.spec.RetryEvery), held.Remaining+time.Millisecond) + j.deferral())
+		next := min(jitter(j.spec.RetryEvery), held.Remaining+time.Millisecond)
+		d := j.deferral()
+		if d > 0 && j.l.notifying.Load() {
+			// Another node should have it first, and a release will be
+			// notified (then tried after the deferral): polling before
+			// the term's end could only take the lease in the moment
+			// between a release and the notification, from under the
+			// node it was released for.
+			next = held.Remaining + time.Millisecond
+		}
+		j.wait(next + d)
 	default:
 		// A term at its end (no time left by the store's clock): the
 		// lease is free at the next try, which another node should have
