@@ -12,7 +12,7 @@ CONFIG   ?= examples/quickstart.hcl
 # it was measured on half idle (load average 1.3 to 2.7).
 TESTFLAGS ?= -count=1 -timeout 20m -p 3
 
-.PHONY: all build run check test test-short test-long vet services install uninstall deb rpm clean
+.PHONY: all build run check test test-short test-long vet services install uninstall deb rpm packages clean
 
 all: build
 
@@ -146,6 +146,9 @@ deb:
 	scripts/package.sh -o $(DEBDIR) deb
 rpm:
 	scripts/package.sh -o $(DEBDIR) rpm
+# Both from one build.
+packages:
+	scripts/package.sh -o $(DEBDIR) deb rpm
 
 # The container image electd:<version> (dist/container/Dockerfile, built by
 # scripts/image.sh with docker, podman or buildah): static binaries on an

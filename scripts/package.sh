@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds electd's Debian package (electd_<version>_<arch>.deb) or RPM
-# (electd-<version>-1.<arch>.rpm) from the one description dist/nfpm.yaml,
+# Builds electd's Debian package (electd_<version>_<arch>.deb), its RPM
+# (electd-<version>-1.<arch>.rpm), or both from one build, from the one
+# description dist/nfpm.yaml,
 # with goreleaser's nfpm (tools/nfpm, a module of its own: its dependencies
 # stay out of electd's). `make deb` and `make rpm` run it. `make install
 # PREFIX=/usr` lays the files out under a staging root, so that the packages
@@ -8,9 +9,9 @@
 # besides: for the .deb the copyright file (with the licenses of the Go
 # modules compiled in) and the changelog; nfpm writes the control file,
 # conffiles and md5sums, and adds the maintainer scripts of dist/debian or
-# dist/rpm.
+# dist/rpm. `make packages` builds both.
 #
-#   scripts/package.sh [-o DIR] deb|rpm     the package goes to DIR (default bin); its path is printed
+#   scripts/package.sh [-o DIR] deb|rpm...  the packages go to DIR (default bin); their paths are printed
 #
 # Needs Go and a C compiler (dpkg-shlibdeps and strip are used when present).
 # VERSION overrides scripts/version.sh's version, PKG_MAINTAINER the
@@ -25,20 +26,22 @@ while getopts o: opt; do
 	case $opt in
 	o) out=$OPTARG ;;
 	*)
-		echo "usage: scripts/package.sh [-o DIR] deb|rpm" >&2
+		echo "usage: scripts/package.sh [-o DIR] deb|rpm..." >&2
 		exit 2
 		;;
 	esac
 done
 shift $((OPTIND - 1))
-packager=${1:-}
-case $packager in
-deb | rpm) ;;
-*)
-	echo "usage: scripts/package.sh [-o DIR] deb|rpm" >&2
-	exit 2
-	;;
-esac
+[ $# -gt 0 ] || set -- ""
+for packager in "$@"; do
+	case $packager in
+	deb | rpm) ;;
+	*)
+		echo "usage: scripts/package.sh [-o DIR] deb|rpm..." >&2
+		exit 2
+		;;
+	esac
+done
 
 die() {
 	printf 'package: %s\n' "$*" >&2
@@ -105,11 +108,9 @@ EOF
 gzip -9n <"$work/changelog.Debian" >"$debian/changelog.Debian.gz"
 
 # The upstream changelog, where Debian looks for it (lintian's
-# wrong-name-for-upstream-changelog); the RPM keeps CHANGELOG.md.
+# wrong-name-for-upstream-changelog); the RPM keeps CHANGELOG.md (the .deb
+# is built without it, below).
 gzip -9n <CHANGELOG.md >"$debian/changelog.gz"
-if [ "$packager" = deb ]; then
-	rm "$root/usr/share/doc/electd/CHANGELOG.md"
-fi
 
 # copyright: electd's own license, then every Go module compiled into the
 # binary with its license, read from the module cache the build used.
@@ -171,5 +172,15 @@ if ! (cd tools/nfpm && GOWORK=off CGO_ENABLED=0 go build -o "$work/nfpm" .) >"$w
 	die "building nfpm (tools/nfpm) failed"
 fi
 mkdir -p "$out"
-STAGE=$root DEBIAN=$debian PKG_ARCH=$goarch PKG_VERSION=$version PKG_MAINTAINER=$maintainer \
-	DEB_DEPENDS=$depends "$work/nfpm" -f dist/nfpm.yaml -p "$packager" -t "$out"
+for packager in "$@"; do
+	if [ "$packager" = deb ]; then
+		mv "$root/usr/share/doc/electd/CHANGELOG.md" "$work/CHANGELOG.md"
+		touch -h -d "@$SOURCE_DATE_EPOCH" "$root/usr/share/doc/electd"
+	fi
+	STAGE=$root DEBIAN=$debian PKG_ARCH=$goarch PKG_VERSION=$version PKG_MAINTAINER=$maintainer \
+		DEB_DEPENDS=$depends "$work/nfpm" -f dist/nfpm.yaml -p "$packager" -t "$out"
+	if [ "$packager" = deb ]; then
+		mv "$work/CHANGELOG.md" "$root/usr/share/doc/electd/CHANGELOG.md"
+		touch -h -d "@$SOURCE_DATE_EPOCH" "$root/usr/share/doc/electd"
+	fi
+done

@@ -18,7 +18,8 @@ import (
 	"time"
 )
 
-// make deb builds a package that lintian accepts, with what an operator
+// make deb (here make packages, which builds the .deb and the RPM from one
+// build) builds a package that lintian accepts, with what an operator
 // needs where Debian puts it; the unit it carries passes systemd's checks
 // against the packaged binary and man page, the man page and completions
 // work, and its configuration starts an agent that runs nothing.
@@ -30,15 +31,7 @@ func TestDebianPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal("lintian is not installed: `scripts/services.sh lintian` (run by make test) installs it")
 	}
-	out := t.TempDir()
-	if b, err := exec.Command("make", "-C", "..", "deb", "DEBDIR="+out).CombinedOutput(); err != nil {
-		t.Fatalf("make deb: %v\n%s", err, b)
-	}
-	debs, _ := filepath.Glob(filepath.Join(out, "electd_*.deb"))
-	if len(debs) != 1 {
-		t.Fatalf("make deb made %v, want one electd_<version>_<arch>.deb", debs)
-	}
-	deb := debs[0]
+	deb := builtPackage(t, "electd_*.deb")
 	st, _ := os.Stat(deb)
 	t.Logf("%s: %d bytes", filepath.Base(deb), st.Size())
 

@@ -10,7 +10,8 @@ import (
 	"testing"
 )
 
-// make rpm builds, from the description the .deb is built from
+// make rpm (here make packages, which builds the .deb and the RPM from one
+// build) builds, from the description the .deb is built from
 // (dist/nfpm.yaml), an RPM with what the .deb has, where RPM-based systems
 // put it: rpm reads its header, file list, conffiles and scripts; installed
 // into a scratch root, rpm verifies every file, the unit passes systemd's
@@ -20,15 +21,7 @@ func TestRPMPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal("rpm is not installed: `scripts/services.sh rpm` (run by make test) installs it")
 	}
-	out := t.TempDir()
-	if b, err := exec.Command("make", "-C", "..", "rpm", "DEBDIR="+out).CombinedOutput(); err != nil {
-		t.Fatalf("make rpm: %v\n%s", err, b)
-	}
-	pkgs, _ := filepath.Glob(filepath.Join(out, "electd-*.rpm"))
-	if len(pkgs) != 1 {
-		t.Fatalf("make rpm made %v, want one electd-<version>-1.<arch>.rpm", pkgs)
-	}
-	pkg := pkgs[0]
+	pkg := builtPackage(t, "electd-*.rpm")
 	st, _ := os.Stat(pkg)
 	t.Logf("%s: %d bytes", filepath.Base(pkg), st.Size())
 	query := func(args ...string) string {
