@@ -255,10 +255,17 @@ func (p *Provider) announce(key string) {
 // is live there and its counter is below the term's token (so it never saw
 // that token): it missed the Acquire (cut off, or a rival's attempt held it
 // then) or restarted empty. A term held by just a quorum would otherwise end
-// with the first of its servers lost. Replies 1 when it joined, -1 when a
-// term is live there, -2 when its counter has reached the token.
+// with the first of its servers lost. A server that has the term already
+// (the Acquire's write reached it after the renewal it refused: they went
+// on two connections) is renewed, as the renewal would have. Replies 1
+// when it joined or had the term, -1 when another term is live there, -2
+// when its counter has reached the token.
 var joinScript = goredis.NewScript(`
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if s[1] == ARGV[1] and s[2] == ARGV[2] then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  return 1
+end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return -1
 end
