@@ -231,3 +231,32 @@ func TestBalanceDefersWhenFreedDuringAnAttempt(t *testing.T) {
 		t.Fatalf("refused with a notification on the way: %s; want %s", msg, want)
 	}
 }
+
+// An agent under its share that holds the jobs off (it handed one over
+// itself a moment ago) is handed nothing; once it no longer does, it is
+// handed a job only when it could lead it in the view before too. Another
+// agent's view may be one view older, and one that still saw the taker
+// hold the job off did not defer to it and took the job itself (a hand
+// trial of three agents: the job moved twice).
+func TestBalanceWaitsAViewAfterTheTakersHoldOff(t *testing.T) {
+	r := newBalanceRig(t, 6)
+	const c = "node-c#1"
+	holding := func(seq uint64) record {
+		rec := r.peer(c, 0, seq, []string{})
+		rec.held = make([]byte, holdBytes)
+		for _, j := range r.jobs {
+			bloomAdd(rec.held, j.bits)
+		}
+		return rec
+	}
+	r.view(t, holding(1))
+	if n := r.view(t, holding(2)); n != 6 {
+		t.Fatalf("node-c under but holding every job off: node-a leads %d, want 6", n)
+	}
+	if n := r.view(t, r.peer(c, 0, 3, []string{})); n != 6 {
+		t.Fatalf("node-c's hold-off over in this view only: node-a leads %d, want 6 (another agent may not see it yet)", n)
+	}
+	if n := r.view(t, r.peer(c, 0, 4, []string{})); n != 5 {
+		t.Fatalf("node-c's hold-off over for two views: node-a leads %d, want 5 (one handed over)", n)
+	}
+}

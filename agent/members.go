@@ -201,16 +201,17 @@ type members struct {
 	writes uint64 // records written: the record's Seq
 
 	// Owned by the loop.
-	view        []record         // the other live agents
-	heard       map[string]heard // by holder: when its record last changed
-	wanted      map[string]bool  // jobs a live preferred agent is ready to lead
-	target      int              // this agent's share of the provider's jobs
-	othersUnder bool             // some other agent leads fewer than its share
-	under       []record         // the other agents under their share
-	ready       []record         // of those, the ones seen under in two views in a row
-	underSince  map[string]int   // by holder: the view it was first seen under in
-	seq         int              // views taken
-	moved       int              // handovers since the view was read
+	view        []record          // the other live agents
+	before      map[string]record // the view before, by holder
+	heard       map[string]heard  // by holder: when its record last changed
+	wanted      map[string]bool   // jobs a live preferred agent is ready to lead
+	target      int               // this agent's share of the provider's jobs
+	othersUnder bool              // some other agent leads fewer than its share
+	under       []record          // the other agents under their share
+	ready       []record          // of those, the ones seen under in two views in a row
+	underSince  map[string]int    // by holder: the view it was first seen under in
+	seq         int               // views taken
+	moved       int               // handovers since the view was read
 	lastMove    time.Time
 	moveTimer   *timer
 	drainViews  int                // views taken since the drain began
@@ -463,6 +464,10 @@ func (m *members) update(view []record) {
 		live = append(live, r)
 	}
 	m.heard = heardNow
+	m.before = make(map[string]record, len(m.view))
+	for _, r := range m.view {
+		m.before[r.holder] = r
+	}
 	m.view, m.moved = live, 0
 	m.l.fleet.views.Add(1)
 	clear(m.wanted)
@@ -625,14 +630,19 @@ func (m *members) rebalance() {
 		}
 		return
 	}
-	// Only a job that an agent under its share can lead now moves: one
-	// that no other agent can take stays here. And only once every other
-	// balancing agent that could take the job sees that agent under too:
-	// they defer to it then, rather than take the job themselves.
+	// Only a job that an agent under its share can lead now, and could in
+	// the view before, moves: one that no other agent can take stays here.
+	// And only once every other balancing agent that could take the job
+	// sees that agent under too: they defer to it then, rather than take
+	// the job themselves. The view before: another agent's view may be a
+	// view older than this one, and one that still saw the taker hold the
+	// job off (after a handover of its own) would not defer to it.
 	var pick *job
 	for _, j := range l.jobs {
 		if j.phase != leading || j.spec.Mode == config.ModeLock || len(j.spec.Prefer) > 0 ||
-			!slices.ContainsFunc(m.ready, func(r record) bool { return r.canLead(j) && m.seenUnder(r, j) }) {
+			!slices.ContainsFunc(m.ready, func(r record) bool {
+				return r.canLead(j) && m.couldLeadBefore(r, j) && m.seenUnder(r, j)
+			}) {
 			continue
 		}
 		if pick == nil || moveCost(j) < moveCost(pick) ||
@@ -697,6 +707,13 @@ func (m *members) seenUnder(r record, j *job) bool {
 		}
 	}
 	return true
+}
+
+// couldLeadBefore says whether the agent of record r could lead j in the
+// view before this one.
+func (m *members) couldLeadBefore(r record, j *job) bool {
+	b, ok := m.before[r.holder]
+	return ok && b.canLead(j)
 }
 
 // underCanLead says whether an agent under its share can lead j now.
