@@ -180,11 +180,21 @@ func newDialect(s Settings) (*dialect, error) {
 		d.db.SetMaxIdleConns(maxIdleConns)
 		d.db.SetConnMaxIdleTime(time.Minute)
 	}
+	if s.Driver == "postgres" {
+		// And no more than that at once on PostgreSQL: the requests of a
+		// burst (an agent's first acquires, a hundred jobs moving) wait a
+		// few milliseconds for a connection rather than each asking the
+		// server for a process; five agents starting beside three others
+		// did, and the server, forking, answered none within their
+		// deadlines. (MySQL's connections are threads, and its named-lock
+		// bells hold connections of this pool while they wait.)
+		d.db.SetMaxOpenConns(maxIdleConns)
+	}
 	return d, nil
 }
 
 // maxIdleConns is how many open connections a server store's pool keeps
-// between requests.
+// between requests, and on PostgreSQL the most it opens.
 const maxIdleConns = 16
 
 // standardQueries builds the statements shared by postgres and sqlite (and
