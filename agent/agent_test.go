@@ -306,5 +306,5 @@ job "k" {
 		return err == nil && pid > 0
 	})
 	a.Kill()
-	eventually(t, 2*time.Second, "child killed", func() bool { return !pidAlive(pid) })
+	eventually(t, 10*time.Second, "child killed", func() bool { return !pidAlive(pid) })
 }
