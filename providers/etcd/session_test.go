@@ -161,8 +161,10 @@ func TestCandidateSessionReady(t *testing.T) {
 	if _, err := cand.Acquire(ctx, "job", "b", ttl); err != nil {
 		t.Fatal(err)
 	}
-	if d := scrape(t, endpoint).sub(before); d.started["LeaseGrant"] != 0 || d.msgs["LeaseKeepAlive"] != 1 {
-		t.Errorf("the candidate's Acquire sent %s; want one keep-alive and no grant: its session was ready", d)
+	// No grant, and the Acquire's keep-alive: the session's own
+	// keep-alives go on beside it, and one may fall in the same moment.
+	if d := scrape(t, endpoint).sub(before); d.started["LeaseGrant"] != 0 || d.msgs["LeaseKeepAlive"] < 1 {
+		t.Errorf("the candidate's Acquire sent %s; want a keep-alive and no grant: its session was ready", d)
 	}
 	deadline := time.Now().Add(ttl + 5*time.Second) // etcd expires leases in a pass every 500 ms
 	for stateOf(t, cand, "job").held {
