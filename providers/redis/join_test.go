@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
 )
 
@@ -37,14 +38,11 @@ func TestJoinCountsAServerThatHasTheTerm(t *testing.T) {
 	// Every server has the term once the Acquire's writes have landed,
 	// the one it did not wait for too.
 	for _, n := range p.nodes {
-		for deadline := time.Now().Add(5 * time.Second); ; {
-			if v, _ := n.c.Get(ctx, p.liveKey("job")).Result(); v == "a" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not have the term 5s after the Acquire", n.addr)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !cluster.Until(5*time.Second, 10*time.Millisecond, func() bool {
+			v, _ := n.c.Get(ctx, p.liveKey("job")).Result()
+			return v == "a"
+		}) {
+			t.Fatalf("%s does not have the term 5s after the Acquire", n.addr)
 		}
 		// A live key near its end, as after a renewal it missed.
 		if err := n.c.PExpire(ctx, p.liveKey("job"), time.Second).Err(); err != nil {

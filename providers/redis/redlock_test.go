@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/redis"
@@ -235,12 +236,10 @@ func TestRedlockTwoServersRestartedEmpty(t *testing.T) {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		var got string
 		var err error
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cluster.Until(5*time.Second, 10*time.Millisecond, func() bool {
 			got, err = c.HGet(ctx, s.Prefix+"lease:job", "token").Result()
-			if (err == nil && got == strconv.FormatUint(l.Token, 10)) || time.Now().After(deadline) {
-				break
-			}
-		}
+			return err == nil && got == strconv.FormatUint(l.Token, 10)
+		})
 		c.Close()
 		if err != nil || got != strconv.FormatUint(l.Token, 10) {
 			t.Errorf("server %d: counter %q (%v), want %d within 5s: not repaired", i, got, err, l.Token)
