@@ -263,7 +263,7 @@ job "safe" {
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && pid > 0
 	})
-	eventually(t, 5*time.Second, "a renewal succeeded", func() bool {
+	eventually(t, 10*time.Second, "a renewal succeeded", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return !f.lastRenew.IsZero()

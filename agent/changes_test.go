@@ -31,7 +31,7 @@ func TestLeaderChangesCountedByReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "node-b leads", func() bool { return b.job("j").state == "leader" })
-	eventually(t, 5*time.Second, "node-a counts the change", func() bool {
+	eventually(t, 10*time.Second, "node-a counts the change", func() bool {
 		return strings.Contains(scrape(t, m), `electd_leader_changes_total{job="j",reason="released"} 1`)
 	})
 	hist, err := a.History("j")

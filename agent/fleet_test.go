@@ -175,7 +175,7 @@ func TestUnhealthyLeaderStepsDown(t *testing.T) {
 	ok("a", false)
 	eventually(t, 10*time.Second, "b leads after a's check fails", func() bool { return b.job("etl").state == StateLeader })
 	noJobLedTwice(t, a, b)
-	eventually(t, 5*time.Second, "a's on_demoted says why", func() bool {
+	eventually(t, 10*time.Second, "a's on_demoted says why", func() bool {
 		return strings.Join(lines(t, filepath.Join(dir, "a.demoted")), ",") == ReasonUnhealthy
 	})
 	if got := reasons(a, "etl", "demoted"); len(got) != 1 || got[0] != ReasonUnhealthy {
@@ -390,7 +390,7 @@ func TestMembershipLeftAsStopBegins(t *testing.T) {
 		return a.job("j").state == StateLeader && err == nil && member() != ""
 	})
 	a.cancel()
-	eventually(t, 5*time.Second, "the child's stop began", func() bool {
+	eventually(t, 10*time.Second, "the child's stop began", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "stopping"))
 		return err == nil
 	})

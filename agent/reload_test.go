@@ -82,7 +82,7 @@ func TestReload(t *testing.T) {
 		t.Errorf("changed job token %d after restart, want 2 (a new term)", newTok)
 	}
 	// The removed job's child is gone and its lease released.
-	eventually(t, 5*time.Second, "removed job's child gone", func() bool { return !pidAlive(removePid) })
+	eventually(t, 10*time.Second, "removed job's child gone", func() bool { return !pidAlive(removePid) })
 	if l := observe(t, db, "remove"); l.Holder != "" {
 		t.Errorf("removed job's lease still held by %q", l.Holder)
 	}
@@ -197,7 +197,7 @@ func TestReloadGrowsAndShrinksForEach(t *testing.T) {
 	if want := (Plan{Kept: []string{"shard.a", "shard.b", "shard.d"}, Removed: []string{"shard.c"}}); fmt.Sprint(shrunk) != fmt.Sprint(want) {
 		t.Errorf("shrinking: %+v, want %+v", shrunk, want)
 	}
-	eventually(t, 5*time.Second, "shard.c's child gone", func() bool { return !pidAlive(cPid) })
+	eventually(t, 10*time.Second, "shard.c's child gone", func() bool { return !pidAlive(cPid) })
 	if l := observe(t, db, "shard.c"); l.Holder != "" {
 		t.Errorf("shard.c's lease still held by %q", l.Holder)
 	}

@@ -248,7 +248,7 @@ job "slow" {
 		}
 		return hookGC > 0
 	})
-	eventually(t, 5*time.Second, "the hook's group killed at its timeout", func() bool { return !pidAlive(hookGC) })
+	eventually(t, 10*time.Second, "the hook's group killed at its timeout", func() bool { return !pidAlive(hookGC) })
 	eventually(t, 15*time.Second, "three task runs", func() bool { return len(lines(t, dir+"/task-grandchildren")) >= 3 })
 	runs := lines(t, dir+"/task-grandchildren")
 	for _, l := range runs[:len(runs)-1] { // the newest may still be running
@@ -301,7 +301,7 @@ func TestTaskRandomDelay(t *testing.T) {
 	j, f, clk := taskTimingJob(t, task)
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
-	eventually(t, 5*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
+	eventually(t, 10*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
 	slot := nextSlot(every, t0)
 	d := slotDelay("spread", task, slot)
 	if d <= 0 || d >= 30*time.Second {
@@ -430,7 +430,7 @@ job "report" {
 }`, quick, out, hang, hang)
 	a := startAgent(t, loadConfig(t, agentConfig("node-1", db, job)))
 	b := startAgent(t, loadConfig(t, agentConfig("node-2", db, job)))
-	eventually(t, 5*time.Second, "both agents start", func() bool { return a.Ready() && b.Ready() })
+	eventually(t, 10*time.Second, "both agents start", func() bool { return a.Ready() && b.Ready() })
 	ctx := context.Background()
 	ranOn := func(n uint64) []string {
 		var nodes []string
@@ -518,19 +518,19 @@ func TestSkippedSlotInTheRecord(t *testing.T) {
 	j, f, clk := taskTimingJob(t, task)
 	t0 := clk.Now()
 	expectCall(t, f, "acquire", t0)
-	eventually(t, 5*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
+	eventually(t, 10*time.Second, "it leads", func() bool { return j.get().State == StateLeader })
 	slot := nextSlot(every, t0)
 	// The leader's work begins once the term's first steps are done: its
 	// slot is on the loop's timers then.
-	eventually(t, 5*time.Second, "the slot is scheduled", func() bool { return timerAt(j, slot) })
+	eventually(t, 10*time.Second, "the slot is scheduled", func() bool { return timerAt(j, slot) })
 	for clk.Now().Before(slot) {
 		clk.advanceTo(t, slot)
 	}
 	untilRenewal(t, f, "the slot is recorded", func(r slotRecord) bool { return r.slot.Equal(slot) })
-	eventually(t, 5*time.Second, "the run starts", func() bool { _, err := os.Stat(began); return err == nil })
+	eventually(t, 10*time.Second, "the run starts", func() bool { _, err := os.Stat(began); return err == nil })
 
 	next := slot.Add(time.Minute)
-	eventually(t, 5*time.Second, "the next slot is scheduled", func() bool { return timerAt(j, next) })
+	eventually(t, 10*time.Second, "the next slot is scheduled", func() bool { return timerAt(j, next) })
 	for clk.Now().Before(next) {
 		clk.advanceTo(t, next)
 	}

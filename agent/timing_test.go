@@ -136,7 +136,7 @@ func TestRenewalsUntilDeadline(t *testing.T) {
 	if c := f.nextCall(t); c.op != "acquire" {
 		t.Fatalf("after stepping down: %s, want a new candidacy (acquire)", c.op)
 	}
-	eventually(t, 5*time.Second, "status shows a candidate with the error", func() bool {
+	eventually(t, 10*time.Second, "status shows a candidate with the error", func() bool {
 		st := j.get()
 		return st.State == "candidate" && st.LastError != ""
 	})
@@ -175,7 +175,7 @@ func TestOverdueRenewalStepsDownAtDeadline(t *testing.T) {
 	// The answer is posted to the loop after the call returns: wait until
 	// the loop has taken it (and found its term over), then let the loop
 	// finish whatever it is doing.
-	eventually(t, 5*time.Second, "the late answer reaches the loop", func() bool { return j.l.lateRenewals.Load() == 1 })
+	eventually(t, 10*time.Second, "the late answer reaches the loop", func() bool { return j.l.lateRenewals.Load() == 1 })
 	synced := make(chan struct{})
 	j.l.post(func() { close(synced) })
 	<-synced
@@ -201,7 +201,7 @@ func TestLostStepsDownAtOnce(t *testing.T) {
 	if c.op != "acquire" {
 		t.Fatalf("after a lost lease: %s, want acquire (no release)", c.op)
 	}
-	eventually(t, 5*time.Second, "a new term", func() bool { return j.get().Token == 2 && j.get().State == "leader" })
+	eventually(t, 10*time.Second, "a new term", func() bool { return j.get().Token == 2 && j.get().State == "leader" })
 }
 
 // A renewal that hangs (a store member lost silently) is abandoned after a
@@ -225,7 +225,7 @@ func TestHungRenewalRetried(t *testing.T) {
 		t.Errorf("the hanging renewal was abandoned after %s of real time, want about 1.96s", real)
 	}
 	expectCall(t, f, "renew", at) // at once: no retry_every wait
-	eventually(t, 5*time.Second, "still the leader of its first term", func() bool {
+	eventually(t, 10*time.Second, "still the leader of its first term", func() bool {
 		st := j.get()
 		return st.State == "leader" && st.Token == 1
 	})
@@ -289,7 +289,7 @@ func TestNotificationsDoNotStorm(t *testing.T) {
 		}
 		// The loop has taken every notification, and no attempt is out:
 		// each sent was answered, so the store has seen (and recorded) it.
-		eventually(t, 5*time.Second, "no attempt out after the burst", func() bool {
+		eventually(t, 10*time.Second, "no attempt out after the burst", func() bool {
 			idle := make(chan bool)
 			l.post(func() { idle <- j.phase != asking })
 			return <-idle

@@ -201,9 +201,9 @@ job "billing" {
 	if err := a1.StepDown(context.Background(), "billing"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "node-2 leads", func() bool { return a2.job("billing").state == "leader" })
+	eventually(t, 10*time.Second, "node-2 leads", func() bool { return a2.job("billing").state == "leader" })
 	t.Logf("step-down → node-2 leads: %s, while the receiver hangs", time.Since(start).Round(time.Millisecond))
-	eventually(t, 5*time.Second, "node-1 sees node-2 lead", func() bool { return a1.job("billing").leader == "node-2" })
+	eventually(t, 10*time.Second, "node-1 sees node-2 lead", func() bool { return a1.job("billing").leader == "node-2" })
 
 	// Term 3: node-2 stops; node-1 takes over once its hold-off ends.
 	start = time.Now()

@@ -497,7 +497,7 @@ func TestAPIAndCLI(t *testing.T) {
 		if j.Token <= before {
 			t.Errorf("node-b leads with token %d, not above %d", j.Token, before)
 		}
-		a.waitJob("billing", "node-a follows node-b", 5*time.Second, func(j jobStatus) bool { return j.Leader == "node-b" && j.State == "follower" })
+		a.waitJob("billing", "node-a follows node-b", 10*time.Second, func(j jobStatus) bool { return j.Leader == "node-b" && j.State == "follower" })
 		if j := a.job("audit"); j.State != "leader" {
 			t.Errorf("stepping down billing moved audit too: %+v", j)
 		}

@@ -165,7 +165,7 @@ job "reports" {
 		t.Fatalf("step-down: %d %s", code, body)
 	}
 	b.waitJob("billing", "node-b takes billing", ttl+5*time.Second, func(j jobStatus) bool { return j.State == "leader" })
-	a.waitJob("billing", "node-a follows node-b", 5*time.Second, func(j jobStatus) bool { return j.Leader == "node-b" })
+	a.waitJob("billing", "node-a follows node-b", 10*time.Second, func(j jobStatus) bool { return j.Leader == "node-b" })
 	a.waitJob("reports", "node-a sees its health check fail", 10*time.Second, func(j jobStatus) bool { return j.Leader == "node-b" })
 	// node-a looks up the leader of a job it may not lead every ttl/2:
 	// the page and the API read after it then agree.

@@ -246,5 +246,5 @@ func TestAgentDeathKillsGroup(t *testing.T) {
 	}
 	agent.Process.Signal(syscall.SIGKILL)
 	agent.Wait()
-	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the grandchild dies with the agent")
+	waitFor(t, 10*time.Second, func() bool { return !alive(gc) }, "the grandchild dies with the agent")
 }

@@ -174,7 +174,7 @@ func TestNoOrphans(t *testing.T) {
 			gc := leftover(t, pidFile)
 			agent.Process.Signal(syscall.SIGKILL)
 			agent.Wait()
-			waitFor(t, 3*time.Second, func() bool { return !Alive(gc) }, "the grandchild dies with the agent")
+			waitFor(t, 10*time.Second, func() bool { return !Alive(gc) }, "the grandchild dies with the agent")
 		})
 	}
 }

@@ -86,7 +86,7 @@ func TestSpareCannotStart(t *testing.T) {
 		if !errors.Is(err, ErrCannotStart) || !errors.Is(err, c.cause) {
 			t.Errorf("%v: error %v, want ErrCannotStart and %v", c.argv, err, c.cause)
 		}
-		waitFor(t, 5*time.Second, func() bool { return !alive(spare) }, "the spare that could not start its command exits")
+		waitFor(t, 10*time.Second, func() bool { return !alive(spare) }, "the spare that could not start its command exits")
 	}
 }
 
@@ -97,7 +97,7 @@ func TestDeadSpareFallsBack(t *testing.T) {
 	t.Cleanup(s.Close)
 	spare := ready(t, s)
 	syscall.Kill(spare, syscall.SIGTERM)
-	waitFor(t, 5*time.Second, func() bool { return !alive(spare) }, "the signalled spare exits")
+	waitFor(t, 10*time.Second, func() bool { return !alive(spare) }, "the signalled spare exits")
 	p, err := Start(Spec{Argv: []string{"true"}, Shim: self(t), Spares: s})
 	if err != nil {
 		t.Fatalf("Start after the spare died: %v", err)
@@ -148,7 +148,7 @@ func TestSpareDiesWithAgent(t *testing.T) {
 	}
 	agent.Process.Signal(syscall.SIGKILL)
 	agent.Wait()
-	waitFor(t, 5*time.Second, func() bool { return !alive(spare) }, "the spare dies with the agent")
+	waitFor(t, 10*time.Second, func() bool { return !alive(spare) }, "the spare dies with the agent")
 }
 
 // spareAgent keeps a spare, writes its pid to pidFile and waits to be

@@ -217,7 +217,7 @@ func agentWithCaps(t *testing.T, as int) {
 	// another user.
 	agent.Process.Signal(syscall.SIGKILL)
 	agent.Wait()
-	waitFor(t, 5*time.Second, func() bool { return !alive(gc) }, "the command dies with the agent")
+	waitFor(t, 10*time.Second, func() bool { return !alive(gc) }, "the command dies with the agent")
 }
 
 // capSet reads one capability set (CapAmb, CapEff, ...) from a copy of a

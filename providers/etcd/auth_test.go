@@ -11,6 +11,7 @@ import (
 
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 )
 
 // TestAuth runs the provider as an etcd user whose only permission is
@@ -75,7 +76,7 @@ func TestAuth(t *testing.T) {
 		if k != "job" {
 			t.Fatalf("changed(%q) for the Release as electd, want changed(\"job\")", k)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(providertest.NotifyWithin):
 		t.Fatal("no notification of the Release as electd")
 	}
 	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); err != nil {

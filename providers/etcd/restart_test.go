@@ -8,6 +8,7 @@ import (
 
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 )
 
 // TestRestart kills the etcd server (SIGKILL, so only what it synced to disk
@@ -92,7 +93,7 @@ func TestRestart(t *testing.T) {
 	}
 	// changed("") may come too, when etcd ended the watch while it had no
 	// leader; the Release itself must be heard as changed("job").
-	for deadline, heard := time.After(2*time.Second), false; !heard; {
+	for deadline, heard := time.After(providertest.NotifyWithin), false; !heard; {
 		select {
 		case k := <-hints:
 			if k != "job" && k != "" {

@@ -320,8 +320,8 @@ func wantKey(t *testing.T, keys <-chan string, want string) {
 		if k != want {
 			t.Fatalf("notified of %q, want %q", k, want)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatalf("no notification of %q within 2s", want)
+	case <-time.After(providertest.NotifyWithin):
+		t.Fatalf("no notification of %q within %s", want, providertest.NotifyWithin)
 	}
 }
 

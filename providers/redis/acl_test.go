@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 	"github.com/electd/electd/providers/redis"
 )
 
@@ -68,7 +69,7 @@ func TestACL(t *testing.T) {
 				t.Fatalf("changed(%q) for the Release, want changed(\"job\")", k)
 			}
 			heard = k == "job"
-		case <-time.After(time.Second):
+		case <-time.After(providertest.NotifyWithin):
 			t.Fatal("no Notify callback")
 		}
 	}

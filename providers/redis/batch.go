@@ -108,13 +108,13 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		}
 		start := time.Now()
 		rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) ([]result[record], error) {
-			return p.nodeAcquireMany(ctx, n, reqs, chunk), nil
+			return p.nodeAcquireMany(ctx, n, reqs, chunk, start.UnixMicro()), nil
 		}, func(s int, rs []result[record]) {
 			// A server that answered after the caller gave up.
 			undo := make([][]undoItem, len(p.nodes))
 			for j, r := range rs {
 				if r.err == nil && r.v.ok {
-					undo[s] = append(undo[s], undoItem{reqs[chunk[j]].Key, reqs[chunk[j]].Holder, r.v.token, r.v.prior})
+					undo[s] = append(undo[s], undoItem{reqs[chunk[j]].Key, reqs[chunk[j]].Holder, r.v.token, r.v.prior, 0})
 				}
 			}
 			p.undoMany(ctx, undo)
@@ -127,7 +127,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			v := p.judgeAcquire(ctx, r.Key, r.Holder, r.TTL, col, r.TTL-elapsed-drift(r.TTL))
 			for s, c := range col {
 				if c.err == nil && c.v.ok && c.v.token != v.keep {
-					undo[s] = append(undo[s], undoItem{r.Key, r.Holder, c.v.token, c.v.prior})
+					undo[s] = append(undo[s], undoItem{r.Key, r.Holder, c.v.token, c.v.prior, v.keep})
 				}
 			}
 			switch {
@@ -157,13 +157,15 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 	return out, errs
 }
 
-func (p *Provider) nodeAcquireMany(ctx context.Context, n *node, reqs []providers.AcquireRequest, idx []int) []result[record] {
+// nodeAcquireMany runs the acquire script on n for reqs at idx, an attempt
+// made at stamp (microseconds, the caller's clock).
+func (p *Provider) nodeAcquireMany(ctx context.Context, n *node, reqs []providers.AcquireRequest, idx []int, stamp int64) []result[record] {
 	calls := make([]scriptCall, len(idx))
 	for j, i := range idx {
 		r := reqs[i]
 		calls[j] = scriptCall{
 			keys: []string{p.stateKey(r.Key), p.liveKey(r.Key)},
-			args: []any{r.Holder, r.TTL.Milliseconds(), floorArg(r.Floor), p.channel(r.Key), p.publishWins()},
+			args: []any{r.Holder, r.TTL.Milliseconds(), floorArg(r.Floor), p.channel(r.Key), p.publishWins(), stamp},
 		}
 	}
 	out := make([]result[record], len(idx))
@@ -182,10 +184,11 @@ func (p *Provider) nodeAcquireMany(ctx context.Context, n *node, reqs []provider
 type undoItem struct {
 	key, holder  string
 	token, prior uint64 // prior: the server's counter before the attempt
+	keep         uint64 // the token of the term the Acquire won, or 0
 }
 
-// undoMany releases undo[i] on p.nodes[i], one pipeline per server, leaving
-// the values alone and putting the counters back, as undo does for one key. It runs even when ctx is done.
+// undoMany runs undoScript for undo[i] on p.nodes[i], one pipeline per
+// server. It runs even when ctx is done.
 func (p *Provider) undoMany(ctx context.Context, undo [][]undoItem) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
 	defer cancel()
@@ -200,10 +203,10 @@ func (p *Provider) undoMany(ctx context.Context, undo [][]undoItem) {
 			for j, u := range items {
 				calls[j] = scriptCall{
 					keys: []string{p.stateKey(u.key), p.liveKey(u.key)},
-					args: []any{u.holder, strconv.FormatUint(u.token, 10), "", 0, p.channel(u.key), "0", strconv.FormatUint(u.prior, 10)},
+					args: []any{u.holder, strconv.FormatUint(u.token, 10), strconv.FormatUint(u.prior, 10), strconv.FormatUint(u.keep, 10)},
 				}
 			}
-			for j, c := range runMany(ctx, n, releaseScript, calls) {
+			for j, c := range runMany(ctx, n, undoScript, calls) {
 				if err := c.Err(); err != nil {
 					p.log.Warn("could not undo a partial acquire; it expires with its ttl",
 						"key", items[j].key, "server", n.addr, "token", items[j].token, "error", err)
@@ -292,7 +295,7 @@ func (p *Provider) ReleaseMany(ctx context.Context, leases []providers.Lease) []
 				l := leases[i]
 				calls[j] = scriptCall{
 					keys: []string{p.stateKey(l.Key), p.liveKey(l.Key)},
-					args: []any{l.Holder, strconv.FormatUint(l.Token, 10), l.Value, stamp, p.channel(l.Key), "1"},
+					args: []any{l.Holder, strconv.FormatUint(l.Token, 10), l.Value, stamp, p.channel(l.Key)},
 				}
 			}
 			out := make([]result[bool], len(chunk))

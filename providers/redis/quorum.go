@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -213,7 +212,7 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 		var keep atomic.Uint64
 		judged := make(chan struct{})
 		rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (record, error) {
-			return p.nodeAcquire(ctx, n, key, holder, ttl, minToken)
+			return p.nodeAcquire(ctx, n, key, holder, ttl, minToken, start.UnixMicro())
 		}, func(i int, r record) {
 			// A server that answered after the attempt was judged: undone
 			// unless it joined the term won.
@@ -241,30 +240,109 @@ func (p *Provider) acquireFrom(ctx context.Context, key, holder string, ttl time
 }
 
 // settled is each's decided function for an Acquire attempt: the answers
-// so far decide it, whatever the servers still to answer say: a quorum
-// gave one token that no answer's counter exceeds (judgeAcquire keeps it).
-// A refusal waits for every server: the Remaining it reports is read from
-// all of them.
+// so far decide it, whatever the servers still to answer say. That holds
+// when a quorum won a token that weigh keeps and the quorum's servers were
+// in step: each had a term, one below the token. A server still to answer
+// could then have seen no later term (a quorum shares a server with every
+// term's). Servers out of step (a server restarted empty, or the caller's
+// floor raised them) wait for every server: the one still to answer may be
+// the one that kept the latest term. A refusal waits for every server too:
+// the Remaining it reports is read from all of them.
 func (p *Provider) settled(rs []result[record], answered []bool) bool {
+	w := p.weigh(rs, answered)
+	return w.token != 0 && w.inStep
+}
+
+// weighed is what the answers to an Acquire attempt say of the term a
+// quorum won (weigh).
+type weighed struct {
+	// token is the highest token a quorum won, when the attempt may keep
+	// it; 0 when no quorum won one, or it is not kept (behind, ahead).
+	token uint64
+	// behind is a token a quorum won that is below the counter a server
+	// it won had before the attempt: servers restarted empty agreed on a
+	// token that another server has passed.
+	behind, counter uint64
+	// ahead is a live term of another holder on the servers that refused,
+	// which the quorum's servers never saw (see weigh).
+	ahead []record
+	// inStep: every server of the quorum had a term before, one below the
+	// token.
+	inStep bool
+}
+
+// weigh judges the answers of an Acquire attempt so far (answered[i]: rs[i]
+// is in). The term is the highest token a quorum agrees on. Every token of
+// an attempt is above the counter its server had, and a quorum shares a
+// server with every earlier term's quorum, so the term's token is above
+// every earlier term's while the servers keep their data. Servers restarted
+// empty break that, and the token is not kept in two cases:
+//
+//   - It is below the counter another server won by the attempt had
+//     before it (behind): a quorum of empty servers agrees on a token far
+//     below that of a server that kept its data. The next attempt asks every
+//     server for more than that counter, which brings the servers that are
+//     behind up to it (the repair). A server won counts with its counter
+//     before the attempt, at most its new token less one: a server won late
+//     in a race, after another candidate let it go, hands out one more than
+//     the quorum's token, and undoing the quorum for that made the race's
+//     rightful winner give way to nobody.
+//   - A server refused with a live term that has renewed there (it wrote
+//     its value: a rival's attempt never does), whose token is more than one
+//     above the counter every server of the quorum had (ahead): those
+//     servers never saw that term. They restarted empty, or missed it, and
+//     it may be live on a quorum that includes servers that did not answer;
+//     overruling it would give its token, or one below it, to a second
+//     holder, or end a term that its holder's next renewal would repair (the
+//     servers behind join it). The attempt reports that term as held
+//     instead. A rival's attempt in the same race, whatever its token (a
+//     retry asks for more than the counters it saw), is not a term: the
+//     rival undoes it.
+func (p *Provider) weigh(rs []result[record], answered []bool) weighed {
+	var w weighed
 	won := map[uint64]int{}
-	var counter uint64
 	for i, r := range rs {
-		if !answered[i] || r.err != nil {
+		if !answered[i] || r.err != nil || !r.v.ok {
 			continue
 		}
-		if r.v.ok {
-			won[r.v.token]++
-			counter = max(counter, r.v.token-1)
-		} else {
-			counter = max(counter, r.v.token)
-		}
+		won[r.v.token]++
+		w.counter = max(w.counter, r.v.token-1) // what it was before this attempt, at most
 	}
 	for t, n := range won {
-		if n >= p.quorum && t >= counter {
-			return true
+		if n >= p.quorum && t > w.token {
+			w.token = t
 		}
 	}
-	return false
+	if w.token == 0 {
+		return w
+	}
+	if w.token < w.counter {
+		w.behind, w.token = w.token, 0
+		return w
+	}
+	var prior uint64 // the highest counter a server of the quorum had
+	w.inStep = w.token > 1
+	for i, r := range rs {
+		if answered[i] && r.err == nil && r.v.ok && r.v.token == w.token {
+			prior = max(prior, r.v.prior)
+			w.inStep = w.inStep && r.v.prior == w.token-1
+		}
+	}
+	for i, r := range rs {
+		if !answered[i] || r.err != nil || r.v.ok || r.v.token <= prior+1 || r.v.value.token != r.v.token {
+			continue
+		}
+		switch {
+		case len(w.ahead) == 0 || r.v.token > w.ahead[0].token:
+			w.ahead = []record{r.v}
+		case r.v.token == w.ahead[0].token && r.v.holder == w.ahead[0].holder:
+			w.ahead = append(w.ahead, r.v)
+		}
+	}
+	if len(w.ahead) > 0 {
+		w.token = 0
+	}
+	return w
 }
 
 // answers says what each server answered an Acquire attempt, for an error.
@@ -298,7 +376,10 @@ func sameTerm(a, b *providers.HeldError) bool {
 // race) or saw a counter above the term's token (which that candidate may
 // have seen too). Reporting it would name a holder that never led, so the
 // next attempt looks again: an undone attempt is gone by then, a real term
-// is seen again and reported.
+// is seen again and reported. It is also a live term on fewer servers
+// than a quorum that the quorum's servers never saw (weigh's ahead): an
+// attempt's own, undone by the next attempt, or a term whose other servers
+// restarted empty, seen again.
 type acquireVerdict struct {
 	lease    providers.Lease
 	keep     uint64
@@ -313,24 +394,18 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 	var (
 		v        acquireVerdict
 		errs     []error
-		answered int
+		answered = make([]bool, len(rs))
 		value    stamped
-		counter  uint64 // the highest counter a server had before this attempt
 		won      = map[uint64][]time.Time{}
 		held     = map[[2]string][]record{}
 	)
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.err != nil {
 			errs = append(errs, r.err)
 			continue
 		}
-		answered++
+		answered[i] = true
 		v.maxToken = max(v.maxToken, r.v.token)
-		if !r.v.ok {
-			counter = max(counter, r.v.token)
-		} else {
-			counter = max(counter, r.v.token-1) // what it was before this attempt, at most
-		}
 		if r.v.value.newer(value) {
 			value = r.v.value
 		}
@@ -341,41 +416,27 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 			held[id] = append(held[id], r.v)
 		}
 	}
-	// The term is the highest token a quorum agrees on. Every token of this
-	// attempt is above the counter its server had, and a quorum shares a
-	// server with every earlier term's quorum, so the term's token is above
-	// every earlier term's while the servers keep their data. Servers
-	// restarted empty break that: a quorum of them agrees on a token far
-	// below the counter of a server that kept its data. So the token must
-	// also be at least the highest counter any server had before this
-	// attempt; when it is not, the attempt is undone and the next asks every
-	// server for more than that counter, which brings the servers that are
-	// behind up to it (the repair). A server this attempt won counts with
-	// its counter before the attempt, not its new token: a server won late
-	// in a race, after another candidate let it go, hands out one more than
-	// the quorum's token, and undoing the quorum for that made the race's
-	// rightful winner give way to nobody.
-	var token uint64
-	for t, exps := range won {
-		if len(exps) >= p.quorum && t > token {
-			token = t
-		}
-	}
-	if token != 0 && token < counter {
+	w := p.weigh(rs, answered)
+	switch {
+	case w.behind != 0:
 		p.log.Warn("servers disagree on the token counter (a server restarted empty, or lost writes): raising them to the highest",
-			"key", key, "quorum_token", token, "highest_counter", counter)
-		token = 0
+			"key", key, "quorum_token", w.behind, "highest_counter", w.counter)
+	case len(w.ahead) > 0:
+		p.log.Warn("a server has a live term that the servers of the quorum never saw (they restarted empty, or lost writes): taken as held",
+			"key", key, "holder", w.ahead[0].holder, "token", w.ahead[0].token)
+		v.unsure = termOn(key, w.ahead)
+		return v
 	}
-	if token != 0 && validity > 0 {
-		v.keep = token
+	if w.token != 0 && validity > 0 {
+		v.keep = w.token
 		v.lease = providers.Lease{
-			Key: key, Holder: holder, Token: token, TTL: ttl,
-			Expires: p.quorumExpiry(won[token]), Value: value.value,
+			Key: key, Holder: holder, Token: w.token, TTL: ttl,
+			Expires: p.quorumExpiry(won[w.token]), Value: value.value,
 		}
 		return v
 	}
-	if answered < p.quorum || ctx.Err() != nil {
-		v.err = p.storeError(ctx, "answered", answered, errs)
+	if len(rs)-len(errs) < p.quorum || ctx.Err() != nil {
+		v.err = p.storeError(ctx, "answered", len(rs)-len(errs), errs)
 		return v
 	}
 	for _, rs := range held {
@@ -389,10 +450,24 @@ func (p *Provider) judgeAcquire(ctx context.Context, key, holder string, ttl tim
 			return v
 		}
 	}
-	if token != 0 {
+	if w.token != 0 {
 		v.err = fmt.Errorf("a quorum took %s of a %s ttl: no validity left, released", ttl-validity-drift(ttl), ttl)
 	}
 	return v
+}
+
+// termOn is a live term seen on fewer servers than a quorum (rs, their
+// answers naming it), as a HeldError: it is held at least until the last of
+// them lets it go.
+func termOn(key string, rs []record) *providers.HeldError {
+	he := &providers.HeldError{Key: key, Holder: rs[0].holder, Token: rs[0].token}
+	for _, r := range rs {
+		if r.expires.After(he.Expires) {
+			he.Expires = r.expires
+		}
+		he.Remaining = max(he.Remaining, r.remaining)
+	}
+	return he
 }
 
 // heldError reports the term that a quorum of servers (rs, at least a
@@ -422,26 +497,20 @@ func (p *Provider) heldError(key string, rs []record) *providers.HeldError {
 	}
 }
 
-// undo releases the servers (nodes[i] answered rs[i]) that this Acquire
-// won with a token other than keep, leaving their values alone. It runs
-// even when ctx is done: a server left holding a failed term would refuse
-// everyone else until the term expired.
+// undo tidies the servers (nodes[i] answered rs[i]) that this Acquire
+// won with a token other than keep (undoScript: a server behind joins the
+// term, any other is released). It runs even when ctx is done: a server
+// left holding a failed term would refuse everyone else until the term
+// expired.
 func (p *Provider) undo(ctx context.Context, key, holder string, rs []result[record], nodes []*node, keep uint64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
+	items := make([][]undoItem, len(p.nodes))
 	for i, r := range rs {
-		if r.err != nil || !r.v.ok || r.v.token == keep {
-			continue
+		if r.err == nil && r.v.ok && r.v.token != keep {
+			s := slices.Index(p.nodes, nodes[i])
+			items[s] = append(items[s], undoItem{key, holder, r.v.token, r.v.prior, keep})
 		}
-		wg.Go(func() {
-			if err := p.nodeUndo(ctx, nodes[i], key, holder, r.v.token, r.v.prior); err != nil {
-				p.log.Warn("could not undo a partial acquire; it expires with its ttl",
-					"key", key, "server", nodes[i].addr, "token", r.v.token, "error", err)
-			}
-		})
 	}
-	wg.Wait()
+	p.undoMany(ctx, items)
 }
 
 func lost(l providers.Lease) error {
@@ -554,7 +623,7 @@ func (p *Provider) Release(ctx context.Context, lease providers.Lease) error {
 		ttl = ioTimeout
 	}
 	rs := each(ctx, p, nodeTimeout(ttl), func(ctx context.Context, n *node) (bool, error) {
-		return p.nodeRelease(ctx, n, lease.Key, lease.Holder, lease.Token, &lease.Value, stamp)
+		return p.nodeRelease(ctx, n, lease.Key, lease.Holder, lease.Token, lease.Value, stamp)
 	}, nil, quorumOf(p, func(ok bool) bool { return ok }))
 	return p.judgeRelease(ctx, lease, rs)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
+	"github.com/electd/electd/providers/providertest"
 	"github.com/electd/electd/providers/redis"
 )
 
@@ -86,8 +87,8 @@ func TestRedlockOneDown(t *testing.T) {
 		if k != "job" {
 			t.Fatalf("changed(%q) for the Release with 2 of 3 servers, want changed(\"job\")", k)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("no notification within 1s of Release with 2 of 3 servers")
+	case <-time.After(providertest.NotifyWithin):
+		t.Fatalf("no notification within %s of Release with 2 of 3 servers", providertest.NotifyWithin)
 	}
 	nb, err := b.Acquire(ctx, "job", "b", 10*time.Second)
 	if err != nil {
@@ -318,5 +319,113 @@ func TestRedlockJoinNeedsTheTerm(t *testing.T) {
 	}
 	if got, err := a.Observe(ctx, "job"); err != nil || got.Holder != "" {
 		t.Fatalf("Observe after the released term's renewal = %+v, %v; want free", got, err)
+	}
+}
+
+// TestRedlockNoTokenTwiceAfterRestarts: two of three servers restarted
+// empty while the third holds a live term. A candidate wins a quorum of the
+// two empty servers whatever its floor: with its floor just below the
+// term's token, on that very token, which the third server refuses with the
+// live term of the same token. The candidate must be told the term is held
+// (never given its token a second time, nor a token that ends a term its
+// holder can keep), and the holder's next renewal has the empty servers
+// join its term.
+func TestRedlockNoTokenTwiceAfterRestarts(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		floor func(token uint64) uint64
+	}{
+		{"no floor", func(uint64) uint64 { return 0 }},
+		{"floor below the term's token", func(token uint64) uint64 { return token - 2 }},
+		{"floor just below the term's token", func(token uint64) uint64 { return token - 1 }},
+		{"floor at the term's token", func(token uint64) uint64 { return token }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, procs, ctx := fresh(t, 3)
+			a, b := client(t, s), client(t, s)
+			// a holds the term of token 4 on every server (written
+			// directly: an Acquire returns once a quorum has answered).
+			l := providers.Lease{Key: "job", Holder: "a", Token: 4, TTL: time.Minute}
+			for _, addr := range s.Addresses {
+				c := goredis.NewClient(&goredis.Options{Addr: addr})
+				err := c.HSet(ctx, s.Prefix+"lease:job", "holder", "a", "token", 4).Err()
+				if err == nil {
+					err = c.Set(ctx, s.Prefix+"live:job", "a", time.Minute).Err()
+				}
+				c.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := a.Renew(ctx, l); err != nil {
+				t.Fatalf("a's renewal with every server: %v", err)
+			} else {
+				l = got
+			}
+			restart(t, procs, s.Addresses, 0)
+			restart(t, procs, s.Addresses, 1)
+			got, err := b.AcquireAbove(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute, Floor: c.floor(l.Token)})
+			var held *providers.HeldError
+			if !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
+				t.Fatalf("b's Acquire: %+v, %v; want held by a with token %d, live on the server that kept its data", got, err, l.Token)
+			}
+			if held.Remaining <= 0 || held.Remaining > time.Minute {
+				t.Errorf("held: Remaining %s, want the live term's rest, within its minute", held.Remaining)
+			}
+			if _, err := a.Renew(ctx, l); err != nil {
+				t.Fatalf("a's renewal after two servers restarted empty: %v", err)
+			}
+			for i, addr := range s.Addresses[:2] {
+				c := goredis.NewClient(&goredis.Options{Addr: addr})
+				v, err := c.Get(ctx, s.Prefix+"live:job").Result()
+				c.Close()
+				if v != "a" {
+					t.Errorf("server %d after a's renewal: live key %q (%v), want a's term joined", i, v, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRedlockServerBehindCatchesUp: a server whose counter is behind the
+// others' (it missed terms: it was cut off, or an attempt's write reached
+// it after a later one on another connection) hands out a token below the
+// term's. It joins the term, its counter raised to the term's token, rather
+// than being put back: put back, it stayed behind for good (every attempt
+// won it with the same low token and undid it), and when the servers in
+// step lost their data the repair raised them only to its old counter
+// (TestRedlockTwoServersRestartedEmpty, under load).
+func TestRedlockServerBehindCatchesUp(t *testing.T) {
+	t.Parallel()
+	s, _, ctx := fresh(t, 3)
+	a := client(t, s)
+	// Servers 1 and 2 have seen five terms, server 0 two.
+	var behind *goredis.Client
+	for i, addr := range s.Addresses {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		t.Cleanup(func() { c.Close() })
+		counter := 5
+		if i == 0 {
+			behind, counter = c, 2
+		}
+		if err := c.HSet(ctx, s.Prefix+"lease:job", "holder", "", "token", counter).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := mustAcquire(t, a, "job", "b")
+	if l.Token != 6 {
+		t.Fatalf("token %d, want 6: two servers in step at 5", l.Token)
+	}
+	var got string
+	if !cluster.Until(5*time.Second, 10*time.Millisecond, func() bool {
+		got, _ = behind.HGet(ctx, s.Prefix+"lease:job", "token").Result()
+		return got == "6"
+	}) {
+		t.Fatalf("the server behind has counter %s 5s after the term, want the term's 6", got)
+	}
+	if v, _ := behind.Get(ctx, s.Prefix+"live:job").Result(); v != "b" {
+		t.Fatalf("the server behind: live key %q, want the term's holder b", v)
 	}
 }

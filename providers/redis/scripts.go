@@ -28,16 +28,24 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // quorum must wake nobody: the provider announces a won term itself). The
 // new token is the counter + 1, or the minimum when that is larger (the
 // caller's floor, or Redlock bringing a lagging server up to the highest
-// counter seen). Replies
+// counter seen). ARGV[6] is the attempt's time by the caller's clock, in
+// microseconds. Replies
 // {won, holder, token, expires ms, value, value token, value stamp,
 // remaining ms, counter before}; remaining is the PTTL of the live key when
 // another holder has it (the server's own measure of the term's rest), else
 // 0.
+//
+// A request that reaches the server after a later one of the same holder
+// (a partition delayed it, and the connection delivered it once it healed,
+// after the holder had won a term and renewed it here) is refused with that
+// holder's live term: started, it would end the term it came after on this
+// server. The hash's hstamp is the time of the holder's latest acquire,
+// renewal or join; the holder's own clock is compared only with itself.
 var acquireScript = goredis.NewScript(scriptNow + `
-local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp')
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'value', 'vtok', 'vstamp', 'hstamp')
 local holder, token = s[1] or '', s[2] or '0'
 local pttl = redis.call('PTTL', KEYS[2])
-if pttl > 0 and holder ~= '' and holder ~= ARGV[1] then
+if pttl > 0 and holder ~= '' and (holder ~= ARGV[1] or tonumber(s[6] or '0') > tonumber(ARGV[6])) then
   return {0, holder, token, now + pttl, s[3] or '', s[4] or '0', s[5] or '0', pttl, token}
 end
 local prior = token
@@ -47,7 +55,7 @@ else
   redis.call('HINCRBY', KEYS[1], 'token', 1)
 end
 token = redis.call('HGET', KEYS[1], 'token')
-redis.call('HSET', KEYS[1], 'holder', ARGV[1])
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'hstamp', ARGV[6])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 if ARGV[5] == '1' then
   redis.call('PUBLISH', ARGV[4], 'acquired')
@@ -55,44 +63,69 @@ end
 return {1, ARGV[1], token, now + tonumber(ARGV[2]), s[3] or '', s[4] or '0', s[5] or '0', 0, prior}
 `)
 
-// renewScript: ARGV holder, token, ttl ms, value, value stamp. Holder and
-// token are those of the latest term, whether or not it is live: an expired
-// term nobody took may be renewed. Replies {ok, expires ms}.
+// renewScript: ARGV holder, token, ttl ms, value, value stamp (the
+// renewal's time by the caller's clock, in nanoseconds; its microseconds
+// are the hstamp the acquire script reads). Holder and token are those of
+// the latest term, whether or not it is live: an expired term nobody took
+// may be renewed. Replies {ok, expires ms}.
 var renewScript = goredis.NewScript(scriptNow + `
-local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'hstamp')
 if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
   return {0, 0}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
 redis.call('HSET', KEYS[1], 'value', ARGV[4], 'vtok', ARGV[2], 'vstamp', ARGV[5])
+local us = string.sub(ARGV[5], 1, -4)
+if tonumber(us) > tonumber(s[3] or '0') then
+  redis.call('HSET', KEYS[1], 'hstamp', us)
+end
 return {1, now + tonumber(ARGV[3])}
 `)
 
-// releaseScript: ARGV holder, token, value, value stamp, channel, and
-// "1" to store the value and publish the release ("0" when a failed Redlock
-// Acquire undoes its term: it leaves the previous term's value as it was,
-// and tells nobody, since no term changed hands; publishing it made every
-// candidate try again, and fail again, in a loop). The hash stays: its
-// counter is what keeps the next token growing. An undo also gives ARGV[7],
-// the counter before the attempt, and puts the counter back: no term had
-// that token, and a candidate cut off with one server would otherwise raise
-// that server's counter at every attempt, past the token of the term the
-// others then win, which the server could no longer join (joinScript).
+// releaseScript: ARGV holder, token, value, value stamp, channel. It
+// stores the value and publishes the release. The hash stays: its counter is
+// what keeps the next token growing.
 var releaseScript = goredis.NewScript(`
 local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
 if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'holder', '')
-if ARGV[6] == '1' then
-  redis.call('HSET', KEYS[1], 'value', ARGV[3], 'vtok', ARGV[2], 'vstamp', ARGV[4])
-elseif ARGV[7] then
-  redis.call('HSET', KEYS[1], 'token', ARGV[7])
-end
+redis.call('HSET', KEYS[1], 'holder', '', 'value', ARGV[3], 'vtok', ARGV[2], 'vstamp', ARGV[4])
 redis.call('DEL', KEYS[2])
-if ARGV[6] == '1' then
-  redis.call('PUBLISH', ARGV[5], 'released')
+redis.call('PUBLISH', ARGV[5], 'released')
+return 1
+`)
+
+// undoScript: ARGV holder, token won, the counter before the attempt, and
+// the token of the term the Acquire won ("0" when it won none). Under
+// Redlock, a server that an attempt won with a token other than the term's
+// is undone, when it still has that token:
+//
+//   - With a token below the term's, the server was behind (it missed terms,
+//     or answered late after a reordering on its connections): it joins the
+//     term, its counter raised to the term's token. Put back, it would hand
+//     out the same low token at every attempt, be undone again, and stay
+//     behind until the servers in step lost their data.
+//   - Otherwise (the attempt failed, or the server handed out more than the
+//     term's token) it is released and its counter put back: no term had
+//     that token, and a candidate cut off with one server would otherwise
+//     raise that server's counter at every attempt, past the token of the
+//     term the others then win, which the server could no longer join
+//     (joinScript).
+//
+// It leaves the value alone and tells nobody, since no term changed hands
+// (publishing made every candidate try again, and fail again, in a loop).
+var undoScript = goredis.NewScript(`
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
+  return 0
 end
+if tonumber(ARGV[4]) > tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'token', ARGV[4])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'holder', '', 'token', ARGV[3])
+redis.call('DEL', KEYS[2])
 return 1
 `)
 
@@ -138,9 +171,11 @@ func (a stamped) newer(b stamped) bool {
 	return a.stamp > b.stamp
 }
 
-func (p *Provider) nodeAcquire(ctx context.Context, n *node, key, holder string, ttl time.Duration, minToken uint64) (record, error) {
+// nodeAcquire runs the acquire script on n for an attempt made at stamp
+// (microseconds, the caller's clock).
+func (p *Provider) nodeAcquire(ctx context.Context, n *node, key, holder string, ttl time.Duration, minToken uint64, stamp int64) (record, error) {
 	res, err := acquireScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
-		holder, ttl.Milliseconds(), strconv.FormatUint(minToken, 10), p.channel(key), p.publishWins()).Slice()
+		holder, ttl.Milliseconds(), strconv.FormatUint(minToken, 10), p.channel(key), p.publishWins(), stamp).Slice()
 	if err != nil {
 		return record{}, err
 	}
@@ -159,22 +194,9 @@ func (p *Provider) nodeRenew(ctx context.Context, n *node, key, holder string, t
 	return res[0] == 1, time.UnixMilli(res[1]), nil
 }
 
-// nodeUndo releases a term that an Acquire won on n but does not keep, and
-// puts n's counter back to prior, where it was before the attempt.
-func (p *Provider) nodeUndo(ctx context.Context, n *node, key, holder string, token, prior uint64) error {
-	_, err := releaseScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
-		holder, strconv.FormatUint(token, 10), "", 0, p.channel(key), "0", strconv.FormatUint(prior, 10)).Int64()
-	return err
-}
-
-// nodeRelease stores value unless it is nil.
-func (p *Provider) nodeRelease(ctx context.Context, n *node, key, holder string, token uint64, value *string, stamp int64) (bool, error) {
-	v, store := "", "0"
-	if value != nil {
-		v, store = *value, "1"
-	}
+func (p *Provider) nodeRelease(ctx context.Context, n *node, key, holder string, token uint64, value string, stamp int64) (bool, error) {
 	res, err := releaseScript.Run(ctx, n.c, []string{p.stateKey(key), p.liveKey(key)},
-		holder, strconv.FormatUint(token, 10), v, stamp, p.channel(key), store).Int64()
+		holder, strconv.FormatUint(token, 10), value, stamp, p.channel(key)).Int64()
 	return res == 1, err
 }
 
@@ -250,7 +272,8 @@ func (p *Provider) announce(key string) {
 	}
 }
 
-// joinScript: ARGV holder, token, ttl ms. Under Redlock, a server that
+// joinScript: ARGV holder, token, ttl ms, and the time by the holder's
+// clock in microseconds (hstamp, as for a renewal). Under Redlock, a server that
 // does not have a term that a quorum has just renewed joins it, when no term
 // is live there and its counter is below the term's token (so it never saw
 // that token): it missed the Acquire (cut off, or a rival's attempt held it
@@ -261,9 +284,12 @@ func (p *Provider) announce(key string) {
 // when it joined or had the term, -1 when another term is live there, -2
 // when its counter has reached the token.
 var joinScript = goredis.NewScript(`
-local s = redis.call('HMGET', KEYS[1], 'holder', 'token')
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'hstamp')
 if s[1] == ARGV[1] and s[2] == ARGV[2] then
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  if tonumber(ARGV[4]) > tonumber(s[3] or '0') then
+    redis.call('HSET', KEYS[1], 'hstamp', ARGV[4])
+  end
   return 1
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -272,7 +298,7 @@ end
 if tonumber(s[2] or '0') >= tonumber(ARGV[2]) then
   return -2
 end
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', ARGV[2])
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', ARGV[2], 'hstamp', ARGV[4])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
 return 1
 `)
@@ -287,7 +313,7 @@ func (p *Provider) join(ctx context.Context, l providers.Lease, idx []int) int {
 			return false, nil
 		}
 		res, err := joinScript.Run(ctx, n.c, []string{p.stateKey(l.Key), p.liveKey(l.Key)},
-			l.Holder, strconv.FormatUint(l.Token, 10), l.TTL.Milliseconds()).Int64()
+			l.Holder, strconv.FormatUint(l.Token, 10), l.TTL.Milliseconds(), time.Now().UnixMicro()).Int64()
 		if res < 0 {
 			p.log.Debug("a server that does not have the term cannot join it", "key", l.Key, "server", n.addr,
 				"token", l.Token, "why", map[int64]string{-1: "another term is live there", -2: "its counter has reached the token"}[res])

@@ -75,7 +75,7 @@ func TestMySQLBellOnCrash(t *testing.T) {
 		if k != "job" {
 			t.Fatalf("woken for %q", k)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(providertest.NotifyWithin):
 		t.Fatal("the candidate was not woken when the holder's connection went")
 	}
 	_, err = b.Acquire(ctx, "job", "b", ttl)

@@ -91,7 +91,7 @@ func TestPostgresNotifyReconnect(t *testing.T) {
 			if key == "job" {
 				return
 			}
-		case <-time.After(time.Second):
+		case <-time.After(providertest.NotifyWithin):
 			t.Fatal("no notification of job after the listener reconnected")
 		}
 	}

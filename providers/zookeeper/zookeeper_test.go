@@ -210,8 +210,8 @@ func testNotifyNewKey(t *testing.T, addr string) {
 			if k != "fresh" {
 				t.Fatalf("%s: notified of %q, want fresh", what, k)
 			}
-		case <-time.After(2 * time.Second):
-			t.Fatalf("%s: no notification within 2s", what)
+		case <-time.After(providertest.NotifyWithin):
+			t.Fatalf("%s: no notification within %s", what, providertest.NotifyWithin)
 		}
 	}
 	want("first Acquire of a new key")
