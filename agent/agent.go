@@ -588,7 +588,8 @@ func (a *Agent) History(name string) ([]Transition, error) {
 	return nil, ErrNoSuchJob
 }
 
-// Kill SIGKILLs every command the agent started (the second stop signal).
+// Kill SIGKILLs every command the agent started, and every command its
+// jobs start after (the second stop signal).
 func (a *Agent) Kill() {
 	a.mu.Lock()
 	var rs []*runner

@@ -308,3 +308,26 @@ job "k" {
 	a.Kill()
 	eventually(t, 10*time.Second, "child killed", func() bool { return !pidAlive(pid) })
 }
+
+// A command that starts after the agent's second signal (it was starting
+// when Kill ran, or started later) is killed as soon as it is known: Kill
+// found no process to kill for a command whose start had not yet returned
+// (TestKill under make test's load).
+func TestKillCoversCommandsStartedAfter(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{job: "k", log: hclog.NewNullLogger(), shim: self}
+	r.killAll()
+	s, err := r.start("run", config.Command{Argv: config.ListOf("sh", "-c", "trap '' TERM; while :; do sleep 0.05; done")}, config.Event{Type: "elected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a command started after Kill still runs 10s later")
+	}
+	r.reap(s, false)
+}

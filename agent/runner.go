@@ -29,9 +29,12 @@ type runner struct {
 	// instead of the log (RunOnce).
 	stdout, stderr io.Writer
 
-	mu     sync.Mutex
-	procs  map[*proc.Process]struct{} // running, for Kill
-	output *outputLimit               // the job's bucket of log lines (output.go)
+	mu    sync.Mutex
+	procs map[*proc.Process]struct{} // running, for Kill
+	// killed: killAll was called (the agent's second signal); a command
+	// that was starting then, or starts later, is killed once it is known.
+	killed bool
+	output *outputLimit // the job's bucket of log lines (output.go)
 	// shortInRow counts the starts in a row that failed for lack of a
 	// resource, for the backoff (resources.go).
 	shortInRow int
@@ -113,7 +116,11 @@ func (r *runner) start(kind string, c config.Command, ev config.Event, extra ...
 		r.procs = map[*proc.Process]struct{}{}
 	}
 	r.procs[p] = struct{}{}
+	killed := r.killed
 	r.mu.Unlock()
+	if killed {
+		p.Signal(syscall.SIGKILL)
+	}
 	log.Debug("started", "pid", p.Pid(), "command", argv[0], "token", ev.Token)
 	return s, nil
 }
@@ -183,12 +190,14 @@ func (r *runner) exec(ev config.Event, e *config.Exec) {
 	r.reap(s, timedOut)
 }
 
-// killAll SIGKILLs every running command (the agent's second signal).
+// killAll SIGKILLs every running command, and every command that starts
+// after (the agent's second signal).
 func (r *runner) killAll() {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
+	r.killed = true
 	ps := make([]*proc.Process, 0, len(r.procs))
 	for p := range r.procs {
 		ps = append(ps, p)
