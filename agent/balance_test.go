@@ -176,7 +176,7 @@ func TestBalanceDefersWhenFreedDuringAnAttempt(t *testing.T) {
 	r := newBalanceRig(t, 6)
 	spec := fitSpec()
 	spec.Name = "held"
-	if _, err := r.p.Acquire(context.Background(), spec.Name, "node-b#1", time.Minute); err != nil {
+	if _, err := r.p.Acquire(context.Background(), providers.AcquireRequest{Key: spec.Name, Holder: "node-b#1", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	self, err := os.Executable()

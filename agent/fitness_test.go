@@ -44,7 +44,7 @@ func (g *gate) let() {
 	g.open = nil
 }
 
-func (g *gate) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (g *gate) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	g.mu.Lock()
 	open := g.open
 	g.mu.Unlock()
@@ -52,7 +52,7 @@ func (g *gate) Acquire(ctx context.Context, key, holder string, ttl time.Duratio
 		g.out <- struct{}{}
 		<-open
 	}
-	return g.Provider.Acquire(ctx, key, holder, ttl)
+	return g.Provider.Acquire(ctx, req)
 }
 
 // fitRig is one job's loop on a fake clock over a real SQLite store:

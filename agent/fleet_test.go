@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/internal/syncbuf"
+	"github.com/electd/electd/providers"
 )
 
 // fleetAgent is the agent block of the fleet tests: node, its tags, and
@@ -337,7 +338,7 @@ func TestMembershipSlotsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range memberSlots {
-		if _, err := p.Acquire(context.Background(), memberKey(i), fmt.Sprintf("other-%d#1", i), time.Minute); err != nil {
+		if _, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: memberKey(i), Holder: fmt.Sprintf("other-%d#1", i), TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}

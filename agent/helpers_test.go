@@ -214,7 +214,7 @@ func (f *faulty) setAcquire(err error) {
 	f.acquireErr = err
 }
 
-func (f *faulty) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (f *faulty) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	at := f.clock.Now()
 	f.mu.Lock()
 	acquireErr := f.acquireErr
@@ -223,7 +223,7 @@ func (f *faulty) Acquire(ctx context.Context, key, holder string, ttl time.Durat
 		f.record("acquire", at, acquireErr)
 		return providers.Lease{}, acquireErr
 	}
-	l, err := f.Provider.Acquire(ctx, key, holder, ttl)
+	l, err := f.Provider.Acquire(ctx, req)
 	f.record("acquire", at, err)
 	return l, err
 }

@@ -278,7 +278,7 @@ func (l *loop) flush() {
 		l.acquires = nil
 		send(l, "acquire_batch", ops, l.batch != nil, func(o acquireOp) time.Duration { return o.timeout },
 			func(ctx context.Context, o acquireOp) func() {
-				lease, err := providers.AcquireAbove(ctx, l.prov, o.req)
+				lease, err := l.prov.Acquire(ctx, o.req)
 				err = overdue(ctx, err)
 				return func() { o.done(lease, err) }
 			},

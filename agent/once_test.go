@@ -89,7 +89,7 @@ func TestRunOnceCommandExits(t *testing.T) {
 func TestRunOnceWaitTimeout(t *testing.T) {
 	db, ran := sqliteDB(t), filepath.Join(t.TempDir(), "ran")
 	other := openStore(t, db)
-	if _, err := other.Acquire(context.Background(), "once", "node-2#00000000", time.Minute); err != nil {
+	if _, err := other.Acquire(context.Background(), providers.AcquireRequest{Key: "once", Holder: "node-2#00000000", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	for _, wait := range []time.Duration{0, 500 * time.Millisecond} {
@@ -128,7 +128,7 @@ func TestRunOnceLeaseLost(t *testing.T) {
 	if err := other.Release(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Acquire(context.Background(), "once", "thief#00000000", time.Minute); err != nil {
+	if _, err := other.Acquire(context.Background(), providers.AcquireRequest{Key: "once", Holder: "thief#00000000", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -76,7 +76,7 @@ func TestRestartedAgentWaitsForItsOldLease(t *testing.T) {
 	db := sqliteDB(t)
 	p := sqliteProvider(t, db)
 	asked := time.Now() // the old lease expires 3s after this, or later
-	old, err := p.Acquire(t.Context(), "job1", holderOf("node-1", "0badcafe"), 3*time.Second)
+	old, err := p.Acquire(t.Context(), providers.AcquireRequest{Key: "job1", Holder: holderOf("node-1", "0badcafe"), TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

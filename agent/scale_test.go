@@ -41,7 +41,7 @@ func (c *countingAcquire) ReleaseMany(ctx context.Context, ls []providers.Lease)
 	return c.Provider.(providers.Batcher).ReleaseMany(ctx, ls)
 }
 
-func (c *countingAcquire) Acquire(context.Context, string, string, time.Duration) (providers.Lease, error) {
+func (c *countingAcquire) Acquire(context.Context, providers.AcquireRequest) (providers.Lease, error) {
 	panic("a store that batches acquisitions got a single one")
 }
 
@@ -111,7 +111,7 @@ func TestCandidateTriesWhenTheTermEnds(t *testing.T) {
 	}
 	defer p.Close()
 	// A leader that died: its lease runs out in 2s, nobody releases it.
-	if _, err := p.Acquire(context.Background(), "orphan", "dead-node#01234567", 2*time.Second); err != nil {
+	if _, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "orphan", Holder: "dead-node#01234567", TTL: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -309,7 +309,7 @@ func (a *Agent) Trigger(ctx context.Context, name string) (uint64, error) {
 // trip: this one waits for it.
 func request(ctx context.Context, p providers.Provider, key, holder string, ttl time.Duration) (uint64, error) {
 	for {
-		l, err := p.Acquire(ctx, key, holder, ttl)
+		l, err := p.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
 		var held *providers.HeldError
 		switch {
 		case err == nil:

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
 	sqlprovider "github.com/electd/electd/providers/sql"
 )
 
@@ -138,7 +139,7 @@ func TestMissedSlotRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	l, err := p.Acquire(context.Background(), "hourly", "old-node", time.Second)
+	l, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "hourly", Holder: "old-node", TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestRecordedSlotNotRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	l, err := p.Acquire(context.Background(), "tick", "other-node", time.Second)
+	l, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "tick", Holder: "other-node", TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,7 +272,7 @@ func TestHangingRenewalsStepDownAtDeadline(t *testing.T) {
 // once again.
 func TestNotificationsDoNotStorm(t *testing.T) {
 	j, f, clk := timingJobOn(t, func(p providers.Provider) {
-		if _, err := p.Acquire(context.Background(), "timed", "other#1", time.Minute); err != nil {
+		if _, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "timed", Holder: "other#1", TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -117,18 +117,9 @@ func (i *instrumented) observe(op string, start time.Time, err error) {
 	}
 }
 
-func (i *instrumented) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
+func (i *instrumented) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	start := time.Now()
-	l, err := i.p.Acquire(ctx, key, holder, ttl)
-	i.observe("acquire", start, err)
-	return l, err
-}
-
-// AcquireAbove is timed as an acquire; a provider without the capability
-// gets a plain Acquire (providers.AcquireAbove).
-func (i *instrumented) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
-	start := time.Now()
-	l, err := providers.AcquireAbove(ctx, i.p, req)
+	l, err := i.p.Acquire(ctx, req)
 	i.observe("acquire", start, err)
 	return l, err
 }

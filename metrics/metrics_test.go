@@ -33,11 +33,11 @@ func TestInstrumentCountsStoreErrorsOnly(t *testing.T) {
 	ctx := context.Background()
 	p := m.Instrument("sql.local", sqlite(t, filepath.Join(t.TempDir(), "leases.db")))
 
-	l, err := p.Acquire(ctx, "job", "a", time.Minute)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Acquire(ctx, "job", "b", time.Minute); !errors.Is(err, providers.ErrHeld) {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute}); !errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("second holder: %v, want held", err)
 	}
 	stale := l
@@ -56,7 +56,7 @@ func TestInstrumentCountsStoreErrorsOnly(t *testing.T) {
 	}
 
 	down := m.Instrument("sql.down", sqlite(t, filepath.Join(t.TempDir(), "no", "such", "dir", "leases.db")))
-	if _, err := down.Acquire(ctx, "job", "a", time.Minute); err == nil {
+	if _, err := down.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute}); err == nil {
 		t.Fatal("acquire on an unreachable store succeeded")
 	}
 	if got := testutil.ToFloat64(m.LeaseErrors.WithLabelValues("sql.down", "acquire")); got != 1 {

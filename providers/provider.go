@@ -65,8 +65,9 @@ type Lease struct {
 // Provider is a lease store. Every method is safe for concurrent use.
 //
 //	Acquire succeeds when there is no record, the record expired (by the
-//	store's clock), or holder already holds it; every success starts a new
-//	term with token = previous + 1. Otherwise it returns a *HeldError.
+//	store's clock), or req.Holder already holds it; every success starts a
+//	new term with token = max(previous, req.Floor) + 1. Otherwise it
+//	returns a *HeldError.
 //	Renew succeeds when holder and token still match: expiry = now + TTL,
 //	Value stored, token unchanged. Otherwise ErrLost.
 //	Release succeeds when holder and token still match: holder cleared,
@@ -78,7 +79,7 @@ type Lease struct {
 // A store that is down or slow returns an error (never a false success),
 // and every call honours ctx.
 type Provider interface {
-	Acquire(ctx context.Context, key, holder string, ttl time.Duration) (Lease, error)
+	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	Renew(ctx context.Context, lease Lease) (Lease, error)
 	Release(ctx context.Context, lease Lease) error
 	Observe(ctx context.Context, key string) (Lease, error)
@@ -93,7 +94,7 @@ func CheckValue(v string) error {
 	return nil
 }
 
-// AcquireRequest is one lease asked for in an AcquireMany or AcquireAbove.
+// AcquireRequest is one lease asked for in an Acquire or AcquireMany.
 type AcquireRequest struct {
 	Key    string
 	Holder string
@@ -105,23 +106,6 @@ type AcquireRequest struct {
 	// otherwise count again from an older token and hand out one it had
 	// handed out before. Zero: no floor.
 	Floor uint64
-}
-
-// FloorAcquirer is the Acquire that honours AcquireRequest.Floor: the new
-// token is max(store's counter, Floor) + 1. Every provider of this module
-// implements it (providertest checks), and AcquireMany honours Floor too.
-type FloorAcquirer interface {
-	AcquireAbove(ctx context.Context, req AcquireRequest) (Lease, error)
-}
-
-// AcquireAbove acquires req through p's FloorAcquirer, or with a plain
-// Acquire when p has none (the floor is then not honoured: the caller sees
-// a token at or below it and can tell).
-func AcquireAbove(ctx context.Context, p Provider, req AcquireRequest) (Lease, error) {
-	if f, ok := p.(FloorAcquirer); ok {
-		return f.AcquireAbove(ctx, req)
-	}
-	return p.Acquire(ctx, req.Key, req.Holder, req.TTL)
 }
 
 // Batcher is an optional capability: acquiring, renewing and releasing

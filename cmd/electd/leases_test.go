@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/providers"
 )
 
 // electd leases with no -config on a host without /etc/electd says what to
@@ -149,7 +150,7 @@ func TestLeasesEmbeddedDefaultFromAnywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	l, err := p.Acquire(context.Background(), "billing", "web-1", time.Minute)
+	l, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "billing", Holder: "web-1", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestSASToken(t *testing.T) {
 	b := newProvider(t, azureblob.Settings{AccountURL: accountURL(t), SASToken: rwc, Container: name})
 
 	l := mustAcquire(t, a, "job", "a", ttl)
-	_, err := b.Acquire(ctxT(t), "job", "b", ttl)
+	_, err := b.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 	wantHeld(t, err, "a", l.Token)
 	l.Value = "slot-1"
 	if l, err = a.Renew(ctxT(t), l); err != nil {
@@ -64,7 +64,7 @@ func TestSASToken(t *testing.T) {
 
 	ro := newProvider(t, azureblob.Settings{AccountURL: accountURL(t),
 		SASToken: containerSAS(t, name, sas.ContainerPermissions{Read: true}), Container: name})
-	_, err = ro.Acquire(ctxT(t), "job", "ro", ttl)
+	_, err = ro.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "ro", TTL: ttl})
 	if err == nil || errors.Is(err, providers.ErrHeld) || !bloberror.HasCode(err, bloberror.AuthorizationPermissionMismatch, bloberror.AuthorizationFailure) {
 		t.Fatalf("Acquire with a read-only SAS: %v, want an authorization error", err)
 	}
@@ -72,7 +72,7 @@ func TestSASToken(t *testing.T) {
 	missing := freshContainer(t)
 	noContainer := newProvider(t, azureblob.Settings{AccountURL: accountURL(t),
 		SASToken: containerSAS(t, missing, sas.ContainerPermissions{Read: true, Write: true, Create: true}), Container: missing})
-	_, err = noContainer.Acquire(ctxT(t), "job", "a", ttl)
+	_, err = noContainer.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 	if err == nil || !strings.Contains(err.Error(), "create container") {
 		t.Fatalf("Acquire in a missing container with a container SAS: %v, want a create container error", err)
 	}

@@ -19,7 +19,7 @@ const ttl = 30 * time.Second
 
 func mustAcquire(t *testing.T, p providers.Provider, key, holder string, ttl time.Duration) providers.Lease {
 	t.Helper()
-	l, err := p.Acquire(ctxT(t), key, holder, ttl)
+	l, err := p.Acquire(ctxT(t), providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", key, holder, err)
 	}
@@ -56,7 +56,7 @@ func TestTTLRange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "ttl-" + tc.name
-			_, err := p.Acquire(ctxT(t), key, "a", tc.ttl)
+			_, err := p.Acquire(ctxT(t), providers.AcquireRequest{Key: key, Holder: "a", TTL: tc.ttl})
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("Acquire with ttl %s: %v", tc.ttl, err)
@@ -96,7 +96,7 @@ func TestReturningHolder(t *testing.T) {
 	if err := before.Release(ctxT(t), old); !errors.Is(err, providers.ErrLost) {
 		t.Fatalf("Release of the previous term: %v, want ErrLost", err)
 	}
-	_, err = other.Acquire(ctxT(t), "job", "web-2", ttl)
+	_, err = other.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "web-2", TTL: ttl})
 	wantHeld(t, err, "web-1", cur.Token)
 	if _, err := after.Renew(ctxT(t), cur); err != nil {
 		t.Fatalf("Renew of the current term: %v", err)
@@ -124,7 +124,7 @@ func TestLeaseIsTheTruth(t *testing.T) {
 	if _, err := ghost.AcquireLease(ctxT(t), 60, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.Acquire(ctxT(t), "job", "b", ttl)
+	_, err = b.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 	wantHeld(t, err, "", a.Token) // the record names nobody: the holder is unknown
 	if _, err := ghost.ReleaseLease(ctxT(t), nil); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestRenewChangesTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(start.Add(azureblob.MinTTL + 5*time.Second)))
-	_, err := b.Acquire(ctxT(t), "job", "b", ttl)
+	_, err := b.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 	wantHeld(t, err, "a", l.Token)
 }
 

@@ -34,14 +34,14 @@ func Example() {
 	}
 	defer web2.Close()
 
-	lease, err := web1.Acquire(ctx, "billing-sync", "web-1", 30*time.Second)
+	lease, err := web1.Acquire(ctx, providers.AcquireRequest{Key: "billing-sync", Holder: "web-1", TTL: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("web-1 leads with token", lease.Token)
 
 	var held *providers.HeldError
-	if _, err := web2.Acquire(ctx, "billing-sync", "web-2", 30*time.Second); errors.As(err, &held) {
+	if _, err := web2.Acquire(ctx, providers.AcquireRequest{Key: "billing-sync", Holder: "web-2", TTL: 30 * time.Second}); errors.As(err, &held) {
 		fmt.Println("web-2 waits: held by", held.Holder)
 	}
 
@@ -49,7 +49,7 @@ func Example() {
 	if err := web1.Release(ctx, lease); err != nil {
 		panic(err)
 	}
-	next, err := web2.Acquire(ctx, "billing-sync", "web-2", 30*time.Second)
+	next, err := web2.Acquire(ctx, providers.AcquireRequest{Key: "billing-sync", Holder: "web-2", TTL: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -31,14 +31,8 @@ func (p *Provider) clients(key, holder string) (*blockblob.Client, *lease.BlobCl
 // is free when Azure says so (never taken, released, expired by the storage
 // service's clock, broken); a holder that already has it proposes the same
 // lease id, gets it back with a fresh duration, and a new term too.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor.
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+// The new term's token is above req.Floor too.
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	if err != nil {
 		return providers.Lease{}, providers.Wrap("azureblob", "acquire", req.Key, err)

@@ -39,8 +39,11 @@ func TestStoreRestart(t *testing.T) {
 		t.Fatal("Azurite did not stop on SIGTERM")
 	}
 	for name, call := range map[string]func(context.Context) error{
-		"Renew":   func(ctx context.Context) error { _, err := p.Renew(ctx, l); return err },
-		"Acquire": func(ctx context.Context) error { _, err := other.Acquire(ctx, "job", "b", ttl); return err },
+		"Renew": func(ctx context.Context) error { _, err := p.Renew(ctx, l); return err },
+		"Acquire": func(ctx context.Context) error {
+			_, err := other.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
+			return err
+		},
 		"Observe": func(ctx context.Context) error { _, err := p.Observe(ctx, "job"); return err },
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -69,6 +72,6 @@ func TestStoreRestart(t *testing.T) {
 	if _, err := p.Renew(ctxT(t), l); err != nil {
 		t.Fatalf("Renew after the restart (holder and token still match, nobody took it): %v", err)
 	}
-	_, err = other.Acquire(ctxT(t), "job", "b", ttl)
+	_, err = other.Acquire(ctxT(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 	wantHeld(t, err, "a", l.Token)
 }

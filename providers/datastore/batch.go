@@ -248,7 +248,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			out[it.i] = providers.Lease{Key: r.Key, Holder: r.Holder, Token: uint64(n.Token), TTL: r.TTL, Expires: n.Expires, Value: n.Value}
 		})
 	}()
-	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.Acquire(ctx, reqs[i]) })
 	return out, errs
 }
 

@@ -70,7 +70,7 @@ func TestEntity(t *testing.T) {
 	}
 	defer p.Close()
 	ctx := context.Background()
-	l, err := p.Acquire(ctx, "billing-sync", "web-1", time.Minute)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "billing-sync", Holder: "web-1", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +125,12 @@ func TestClockSkewBound(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			sent := time.Now()
-			if _, err := holder.Acquire(ctx, "job", "a", ttl); err != nil {
+			if _, err := holder.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl}); err != nil {
 				t.Fatal(err)
 			}
 			deadline := sent.Add(ttl - ttl/100)
 			for {
-				_, err := candidate.Acquire(ctx, "job", "b", ttl)
+				_, err := candidate.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 				if err == nil {
 					break
 				}

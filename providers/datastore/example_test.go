@@ -32,14 +32,14 @@ func Example() {
 	}
 	defer web2.Close()
 
-	lease, err := web1.Acquire(ctx, "catalog-sync", "web-1", 15*time.Second)
+	lease, err := web1.Acquire(ctx, providers.AcquireRequest{Key: "catalog-sync", Holder: "web-1", TTL: 15 * time.Second})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("web-1 leads with token", lease.Token)
 
 	var held *providers.HeldError
-	if _, err := web2.Acquire(ctx, "catalog-sync", "web-2", 15*time.Second); errors.As(err, &held) {
+	if _, err := web2.Acquire(ctx, providers.AcquireRequest{Key: "catalog-sync", Holder: "web-2", TTL: 15 * time.Second}); errors.As(err, &held) {
 		fmt.Println("web-2 waits: held by", held.Holder)
 	}
 
@@ -47,7 +47,7 @@ func Example() {
 	if err := web1.Release(ctx, lease); err != nil {
 		panic(err)
 	}
-	next, err := web2.Acquire(ctx, "catalog-sync", "web-2", 15*time.Second)
+	next, err := web2.Acquire(ctx, providers.AcquireRequest{Key: "catalog-sync", Holder: "web-2", TTL: 15 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -25,7 +25,7 @@ func TestStoreFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	l, err := p.Acquire(context.Background(), "job", "a", time.Minute)
+	l, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,14 +58,8 @@ func (p *Provider) held(key string, r record, holder string, now time.Time) erro
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (ClockSkew past its expiry, by this node's clock) or already held
 // by holder.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor.
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+// The new term's token is above req.Floor too.
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key := req.Key
 	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
 	return l, providers.WrapFailure("datastore", "acquire", key, err)

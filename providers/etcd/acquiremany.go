@@ -89,7 +89,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 			fail(i, err)
 		}
 	}()
-	providers.Singly(retry, single, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
+	providers.Singly(retry, single, func(i int) { out[i], errs[i] = p.Acquire(ctx, reqs[i]) })
 	return out, errs
 }
 

@@ -37,15 +37,15 @@ func TestAcquireReleaseManyRequests(t *testing.T) {
 		repeat   = n // k-003 again, by c: held by a by then
 		invalid  = n + 1
 	)
-	held, err := other.Acquire(ctx, "k-000", "b", time.Minute)
+	held, err := other.Acquire(ctx, providers.AcquireRequest{Key: "k-000", Holder: "b", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := p.Acquire(ctx, "k-001", "a", time.Minute)
+	own, err := p.Acquire(ctx, providers.AcquireRequest{Key: "k-001", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := p.Acquire(ctx, "k-002", "a", time.Minute)
+	old, err := p.Acquire(ctx, providers.AcquireRequest{Key: "k-002", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func testRemaining(t *testing.T, endpoint string) {
 	// etcd's expiry sweep runs every 500 ms.
 	deadline := time.Now().Add(time.Second)
 	for {
-		lb, err := b.Acquire(ctx, "job", "b", time.Minute)
+		lb, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 		if err == nil {
 			if lb.Token != la.Token+1 {
 				t.Fatalf("token %d after expiry, want %d", lb.Token, la.Token+1)
@@ -254,16 +254,16 @@ func testNotify(t *testing.T, endpoint string) {
 		t.Helper()
 		markers++
 		key := fmt.Sprintf("marker-%d", markers)
-		if _, err := a.Acquire(ctx, key, "a", time.Minute); err != nil {
+		if _, err := a.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: "a", TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		want(key, 5*time.Second)
 	}
-	if _, err := stranger.Acquire(ctx, "one", "x", time.Minute); err != nil {
+	if _, err := stranger.Acquire(ctx, providers.AcquireRequest{Key: "one", Holder: "x", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	quiet()
-	l, err := a.Acquire(ctx, "one", "a", time.Minute)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "one", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func testNotify(t *testing.T, endpoint string) {
 		t.Fatal(err)
 	}
 	want("one", time.Second)
-	if _, err := a.Acquire(ctx, "short", "a", time.Second); err != nil {
+	if _, err := a.Acquire(ctx, providers.AcquireRequest{Key: "short", Holder: "a", TTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	want("short", time.Second)
@@ -298,7 +298,7 @@ func testNotify(t *testing.T, endpoint string) {
 		t.Fatal(err)
 	}
 	cancel()
-	if _, err := a.Acquire(context.Background(), "after", "a", time.Minute); err != nil {
+	if _, err := a.Acquire(context.Background(), providers.AcquireRequest{Key: "after", Holder: "a", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	for timeout := time.After(5 * time.Second); ; {
@@ -350,7 +350,7 @@ func testNotifyCompacted(t *testing.T, endpoint string) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no changed(\"\") after the watch's revision was compacted")
 	}
-	if _, err := p.Acquire(ctx, "z", "a", time.Minute); err != nil {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "z", Holder: "a", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -51,11 +51,11 @@ func TestAuth(t *testing.T) {
 	if err := b.Notify(ctx, func(key string) { hints <- key }); err != nil {
 		t.Fatalf("Notify as electd: %v", err)
 	}
-	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire as electd: %v", err)
 	}
-	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); !errors.Is(err, providers.ErrHeld) {
+	if _, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: 10 * time.Second}); !errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("second Acquire as electd: %v, want ErrHeld", err)
 	}
 	if _, err := b.Observe(ctx, "job"); err != nil {
@@ -79,7 +79,7 @@ func TestAuth(t *testing.T) {
 	case <-time.After(providertest.NotifyWithin):
 		t.Fatal("no notification of the Release as electd")
 	}
-	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); err != nil {
+	if _, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: 10 * time.Second}); err != nil {
 		t.Fatalf("Acquire after Release as electd: %v", err)
 	}
 
@@ -88,7 +88,7 @@ func TestAuth(t *testing.T) {
 		"outside grant":  {Endpoints: s.Endpoints, Prefix: "/other/", Username: "electd", Password: "electd-pw"},
 	} {
 		p := open(t, bad)
-		_, err := p.Acquire(ctx, "job", "x", 10*time.Second)
+		_, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "x", TTL: 10 * time.Second})
 		if err == nil || errors.Is(err, providers.ErrHeld) {
 			t.Fatalf("%s: Acquire: %v, want a store error", name, err)
 		}

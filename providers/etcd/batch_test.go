@@ -58,7 +58,7 @@ func TestRenewManyRequests(t *testing.T) {
 		newTTL   = 4 // another ttl: moves to the session of that ttl
 	)
 	expireTerm(leases[taken].Key)
-	theirs, err := other.Acquire(ctx, leases[taken].Key, "b", time.Minute)
+	theirs, err := other.Acquire(ctx, providers.AcquireRequest{Key: leases[taken].Key, Holder: "b", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func acquireMany(t *testing.T, p *Provider, n int, ttl time.Duration) []provider
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			leases[i], errs[i] = p.Acquire(ctx, fmt.Sprintf("job-%03d", i), "a", ttl)
+			leases[i], errs[i] = p.Acquire(ctx, providers.AcquireRequest{Key: fmt.Sprintf("job-%03d", i), Holder: "a", TTL: ttl})
 		}()
 	}
 	wg.Wait()

@@ -112,7 +112,7 @@ func testGrantedTTL(t *testing.T, endpoint string) {
 		{15 * time.Second, 15},
 	} {
 		sent := time.Now()
-		l, err := p.Acquire(ctx, "job", "a", c.ttl)
+		l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: c.ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,12 +150,12 @@ func testExpiryNotEarly(t *testing.T, endpoint string) {
 	}
 	const ttl = 3 * time.Second
 	start := time.Now()
-	la, err := a.Acquire(ctx, "job", "a", ttl)
+	la, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		lb, err := b.Acquire(ctx, "job", "b", time.Minute)
+		lb, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 		if err == nil {
 			took := time.Since(start)
 			t.Logf("ttl %s: another holder got the lease %s after the Acquire was sent", ttl, took.Round(time.Millisecond))
@@ -183,7 +183,7 @@ func testExpiryNotEarly(t *testing.T, endpoint string) {
 func testRenewOtherTTL(t *testing.T, endpoint string) {
 	p := open(t, Settings{Endpoints: []string{endpoint}, Prefix: randomPrefix(t)})
 	ctx := context.Background()
-	l, err := p.Acquire(ctx, "job", "a", time.Minute)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func testRenewOtherTTL(t *testing.T, endpoint string) {
 
 func TestKeyWithSlashRefused(t *testing.T) {
 	p := open(t, Settings{Endpoints: []string{"127.0.0.1:1"}})
-	_, err := p.Acquire(context.Background(), "a/record", "a", time.Minute)
+	_, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "a/record", Holder: "a", TTL: time.Minute})
 	if err == nil || errors.Is(err, providers.ErrHeld) || !strings.Contains(err.Error(), `"/"`) {
 		t.Fatalf("Acquire of a key with a slash: %v, want a key error", err)
 	}

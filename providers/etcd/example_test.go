@@ -41,7 +41,7 @@ func Example() {
 		panic(err)
 	}
 	for {
-		lease, err := p.Acquire(ctx, "scheduler", "node-1", 15*time.Second)
+		lease, err := p.Acquire(ctx, providers.AcquireRequest{Key: "scheduler", Holder: "node-1", TTL: 15 * time.Second})
 		var held *providers.HeldError
 		switch {
 		case err == nil:

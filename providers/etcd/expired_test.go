@@ -29,7 +29,7 @@ func TestCrashTakeover(t *testing.T) {
 		key := fmt.Sprintf("job-%d", round)
 		holder := open(t, s) // a process of its own, as a crashed agent was
 		ctx := context.Background()
-		la, err := holder.Acquire(ctx, key, "a", ttl)
+		la, err := holder.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: "a", TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestCrashTakeover(t *testing.T) {
 		for {
 			var lb providers.Lease
 			if round%2 == 0 {
-				lb, err = cand.Acquire(ctx, key, "b", ttl)
+				lb, err = cand.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: "b", TTL: ttl})
 			} else { // as the agent asks
 				ls, errs := cand.AcquireMany(ctx, []providers.AcquireRequest{{Key: key, Holder: "b", TTL: ttl}})
 				lb, err = ls[0], errs[0]
@@ -79,7 +79,7 @@ func TestLiveLeaseNotRevoked(t *testing.T) {
 	t.Parallel()
 	zeros := 0
 	whileRenewed(t, 1500*time.Millisecond, 8*time.Second, func(cand *Provider, ttl time.Duration, renewed time.Time) {
-		_, err := cand.Acquire(context.Background(), "job", "b", ttl)
+		_, err := cand.Acquire(context.Background(), providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 		var h *providers.HeldError
 		if !errors.As(err, &h) {
 			t.Fatalf("candidate's Acquire of a live lease (renewed %s ago): %v", time.Since(renewed), err)
@@ -118,7 +118,7 @@ func whileRenewed(t *testing.T, every, d time.Duration, ask func(cand *Provider,
 	holder, cand := open(t, s), open(t, s)
 	ctx := context.Background()
 	const ttl = 2 * time.Second
-	la, err := holder.Acquire(ctx, "job", "a", ttl)
+	la, err := holder.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestProbeRevokes(t *testing.T) {
 	for round := range rounds {
 		key := fmt.Sprintf("job-%d", round)
 		holder := open(t, s) // a process of its own, as a crashed agent was
-		if _, err := holder.Acquire(ctx, key, "a", ttl); err != nil {
+		if _, err := holder.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: "a", TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 		end := time.Now().Add(ttl) // the latest the lease can end (see TestCrashTakeover)
@@ -214,7 +214,7 @@ func TestProbeRevokes(t *testing.T) {
 			t.Fatalf("heard %q, want the acquire of %q", k, key)
 		}
 		for range 2 {
-			if _, err := cand.Acquire(ctx, key, "b", ttl); !errors.Is(err, providers.ErrHeld) {
+			if _, err := cand.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: "b", TTL: ttl}); !errors.Is(err, providers.ErrHeld) {
 				t.Fatalf("candidate's Acquire of the live lease: %v", err)
 			}
 			time.Sleep(time.Second) // an agent's attempts, spaced against the lease's real-time end

@@ -54,7 +54,7 @@ func TestAcquireAfterSeenRelease(t *testing.T) {
 		return f, ok
 	}
 
-	la, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	la, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestAcquireAfterSeenRelease(t *testing.T) {
 	if !ok {
 		t.Fatal("b's watch recorded nothing of its own release")
 	}
-	la2, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	la2, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func BenchmarkAcquireAfterRelease(b *testing.B) {
 			req := []providers.AcquireRequest{{Key: "job", Holder: "cand", TTL: 10 * time.Second}}
 			bb.StopTimer()
 			for range bb.N {
-				l, err := holder.Acquire(ctx, "job", "holder", 10*time.Second)
+				l, err := holder.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "holder", TTL: 10 * time.Second})
 				if err != nil {
 					bb.Fatal(err)
 				}

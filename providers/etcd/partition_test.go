@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/teststore"
+	"github.com/electd/electd/providers"
 )
 
 // A member lost silently (its connection frozen: bytes neither delivered
@@ -27,7 +28,7 @@ func TestLostMember(t *testing.T) {
 	}
 	p := open(t, Settings{Endpoints: eps, Prefix: randomPrefix(t)})
 	ctx := context.Background()
-	lease, err := p.Acquire(ctx, "job", "node-1", 3*time.Second)
+	lease, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "node-1", TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestRestart(t *testing.T) {
 	a, b := open(t, s), open(t, s)
 	ctx := context.Background()
 
-	la, err := a.Acquire(ctx, "job", "a", time.Minute)
+	la, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestRestart(t *testing.T) {
 	if err := a.Release(ctx, la); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := b.Acquire(ctx, "job", "b", time.Minute)
+	lb, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRestart(t *testing.T) {
 	proc.Stop()
 	down, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if _, err := a.Acquire(down, "job", "a", time.Minute); err == nil || errors.Is(err, providers.ErrHeld) {
+	if _, err := a.Acquire(down, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute}); err == nil || errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("Acquire while etcd is down: %v, want a store error", err)
 	} else {
 		t.Logf("while down: %v", err)
@@ -105,7 +105,7 @@ func TestRestart(t *testing.T) {
 		}
 	}
 	c := open(t, s) // a client that never saw the old server
-	lc, err := c.Acquire(ctx, "job", "c", time.Minute)
+	lc, err := c.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "c", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,14 +27,14 @@ func TestSessionShared(t *testing.T) {
 		return st.leaseID
 	}
 	for i := range 3 {
-		if _, err := p.Acquire(ctx, fmt.Sprint("a", i), "a", time.Minute); err != nil {
+		if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: fmt.Sprint("a", i), Holder: "a", TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.Acquire(ctx, "long", "a", 2*time.Minute); err != nil {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "long", Holder: "a", TTL: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Acquire(ctx, "b", "b", time.Minute); err != nil {
+	if _, err := other.Acquire(ctx, providers.AcquireRequest{Key: "b", Holder: "b", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	a0, a1, a2 := leaseOf(p, "a0"), leaseOf(p, "a1"), leaseOf(p, "a2")
@@ -56,12 +56,12 @@ func TestSessionShared(t *testing.T) {
 func TestAbandonedReleaseSwept(t *testing.T) {
 	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
-	kept, err := p.Acquire(ctx, "kept", "a", time.Minute)
+	kept, err := p.Acquire(ctx, providers.AcquireRequest{Key: "kept", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stuck := abandonStuck(t, p)
-	if _, err := other.Acquire(ctx, "stuck", "b", time.Minute); !errors.Is(err, providers.ErrHeld) {
+	if _, err := other.Acquire(ctx, providers.AcquireRequest{Key: "stuck", Holder: "b", TTL: time.Minute}); !errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("Acquire after the failed Release: %v, want held (the key is still on a's session)", err)
 	}
 	waitSwept(t, other, stuck, 30*time.Second, func() {
@@ -81,13 +81,13 @@ func TestAbandonedReleaseSwept(t *testing.T) {
 func TestCloseRevokesSessions(t *testing.T) {
 	p, other := pairOnOwnEtcd(t)
 	ctx := context.Background()
-	if _, err := p.Acquire(ctx, "job", "a", time.Minute); err != nil {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Acquire(ctx, "job", "b", time.Minute); err != nil {
+	if _, err := other.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute}); err != nil {
 		t.Fatalf("Acquire right after the holder's Close: %v, want free", err)
 	}
 }
@@ -98,7 +98,7 @@ func TestCloseRevokesSessions(t *testing.T) {
 func TestSessionExpiredRenewed(t *testing.T) {
 	p, _ := pairOnOwnEtcd(t)
 	ctx := context.Background()
-	l, err := p.Acquire(ctx, "job", "a", 2*time.Second)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestSessionExpiredRenewed(t *testing.T) {
 	if err != nil || r.Token != l.Token {
 		t.Fatalf("Renew after the session expired: %+v, %v; want the term back, token %d", r, err, l.Token)
 	}
-	if _, err := p.Acquire(ctx, "next", "a", 2*time.Second); err != nil {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "next", Holder: "a", TTL: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	after, next := stateOf(t, p, "job"), stateOf(t, p, "next")
@@ -146,11 +146,11 @@ func TestCandidateSessionReady(t *testing.T) {
 	holder, cand := open(t, s), open(t, s)
 	ctx := context.Background()
 	const ttl = 2 * time.Second
-	l, err := holder.Acquire(ctx, "job", "a", time.Minute)
+	l, err := holder.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cand.Acquire(ctx, "job", "b", ttl); !errors.Is(err, providers.ErrHeld) {
+	if _, err := cand.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl}); !errors.Is(err, providers.ErrHeld) {
 		t.Fatalf("candidate's first Acquire: %v, want held", err)
 	}
 	time.Sleep(3 * ttl) // the session made ready must outlive its ttl
@@ -158,7 +158,7 @@ func TestCandidateSessionReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := scrape(t, endpoint)
-	if _, err := cand.Acquire(ctx, "job", "b", ttl); err != nil {
+	if _, err := cand.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
 	// No grant, and the Acquire's keep-alive: the session's own
@@ -189,7 +189,7 @@ func TestAbandonedSweptWhileIdle(t *testing.T) {
 func abandonStuck(t *testing.T, p *Provider) providers.Lease {
 	t.Helper()
 	ctx := context.Background()
-	stuck, err := p.Acquire(ctx, "stuck", "a", time.Minute)
+	stuck, err := p.Acquire(ctx, providers.AcquireRequest{Key: "stuck", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func waitSwept(t *testing.T, other *Provider, stuck providers.Lease, within time
 	deadline := time.Now().Add(within)
 	for {
 		each()
-		l, err := other.Acquire(context.Background(), "stuck", "b", time.Minute)
+		l, err := other.Acquire(context.Background(), providers.AcquireRequest{Key: "stuck", Holder: "b", TTL: time.Minute})
 		if err == nil {
 			if l.Token != stuck.Token+1 {
 				t.Fatalf("b's term after the sweep: token %d, want %d", l.Token, stuck.Token+1)
@@ -232,7 +232,7 @@ func TestReleaseWithoutRead(t *testing.T) {
 	p, other := open(t, s), open(t, s)
 	ctx := context.Background()
 	for _, rewrite := range []bool{false, true} {
-		l, err := p.Acquire(ctx, "job", "a", time.Minute)
+		l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,10 +271,10 @@ func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
 	endpoint, s := ownServer(t)
 	p, other := open(t, s), open(t, s)
 	ctx := context.Background()
-	if _, err := p.Acquire(ctx, "kept", "a", time.Minute); err != nil {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "kept", Holder: "a", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	done, err := p.Acquire(ctx, "done", "a", 2*time.Minute)
+	done, err := p.Acquire(ctx, providers.AcquireRequest{Key: "done", Holder: "a", TTL: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestCloseRevokesOnlySessionsWithKeys(t *testing.T) {
 	if d := scrape(t, endpoint).sub(before); d.started["LeaseRevoke"] != 1 {
 		t.Errorf("Close sent %s; want one LeaseRevoke, of the session that carries a term", d)
 	}
-	if _, err := other.Acquire(ctx, "kept", "b", time.Minute); err != nil {
+	if _, err := other.Acquire(ctx, providers.AcquireRequest{Key: "kept", Holder: "b", TTL: time.Minute}); err != nil {
 		t.Fatalf("Acquire right after the holder's Close: %v, want free", err)
 	}
 }
@@ -304,7 +304,7 @@ func TestAbandonedAcquireRetriedKeepsTheTerm(t *testing.T) {
 	p := open(t, s)
 	ctx := context.Background()
 	p.abandon(providers.Lease{Key: "job", Holder: "node-1", Token: 1})
-	l, err := p.Acquire(ctx, "job", "node-1", 3*time.Second)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "node-1", TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		return limits.Check(reqs[i].Key, reqs[i].Holder, reqs[i].TTL)
 	})
 	retry := p.acquireBatch(ctx, reqs, batch, out, errs, fail)
-	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.AcquireAbove(ctx, reqs[i]) })
+	providers.Singly(retry, repeats, func(i int) { out[i], errs[i] = p.Acquire(ctx, reqs[i]) })
 	return out, errs
 }
 

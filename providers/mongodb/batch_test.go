@@ -54,7 +54,7 @@ func TestRemaining(t *testing.T) {
 			t.Fatalf("Remaining right after a %s Acquire = %s", ttl, h.Remaining)
 		}
 		time.Sleep(h.Remaining + 10*time.Millisecond)
-		lb, err := b.Acquire(ctx, "job", "b", time.Minute)
+		lb, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 		if err != nil || lb.Token != la.Token+1 {
 			t.Fatalf("Acquire after Remaining ran out: %+v, %v", lb, err)
 		}

@@ -153,7 +153,7 @@ func TestLegacyDocument(t *testing.T) {
 	if got := providertest.MustObserve(t, p, "held"); got.Holder != "old" || got.Token != 9 {
 		t.Fatalf("Observe of a held pre-log document: %+v", got)
 	}
-	_, err := p.Acquire(ctx, "held", "a", time.Minute)
+	_, err := p.Acquire(ctx, providers.AcquireRequest{Key: "held", Holder: "a", TTL: time.Minute})
 	providertest.WantHeld(t, err, "held", "old", 9)
 	l := providertest.MustAcquire(t, p, "free", "a", time.Minute)
 	if l.Token != 42 || l.Value != "slot-7" {
@@ -180,7 +180,7 @@ func race(t *testing.T, ps []providers.Provider, key string) []providers.Lease {
 	for i, p := range ps {
 		wg.Go(func() {
 			<-gate
-			leases[i], errs[i] = p.Acquire(ctx, key, fmt.Sprintf("c%d", i), time.Minute)
+			leases[i], errs[i] = p.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: fmt.Sprintf("c%d", i), TTL: time.Minute})
 		})
 	}
 	close(gate)

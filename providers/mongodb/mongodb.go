@@ -116,14 +116,8 @@ func ours(rec record, l providers.Lease) bool {
 
 // Acquire starts a new term on key for holder when the lease is free,
 // expired or already held by holder.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor.
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+// The new term's token is above req.Floor too.
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	return l, providers.WrapFailure("mongodb", "acquire", req.Key, err)
 }

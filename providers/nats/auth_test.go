@@ -49,7 +49,7 @@ func TestAuth(t *testing.T) {
 				t.Fatal(err)
 			}
 			bad := open(t, c.bad)
-			_, err := bad.Acquire(ctxT(t, 5*time.Second), "job", "b", time.Minute)
+			_, err := bad.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 			if err == nil || errors.Is(err, providers.ErrHeld) {
 				t.Fatalf("Acquire with wrong credentials: %v", err)
 			}
@@ -57,7 +57,7 @@ func TestAuth(t *testing.T) {
 			deadline := time.Now().Add(5 * time.Second)
 			for !strings.Contains(strings.ToLower(err.Error()), "authorization") && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
-				_, err = bad.Acquire(ctxT(t, 5*time.Second), "job", "b", time.Minute)
+				_, err = bad.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 			}
 			if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 				t.Errorf("Acquire with wrong credentials: %v, want it to say authorization failed", err)
@@ -104,7 +104,7 @@ func TestTLS(t *testing.T) {
 		// The connection's error arrives on its own goroutine.
 		var err error
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			_, err = p.Acquire(ctxT(t, 5*time.Second), "job", "b", time.Minute)
+			_, err = p.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 			if err == nil || strings.Contains(err.Error(), c.want) {
 				break
 			}

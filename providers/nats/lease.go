@@ -132,14 +132,8 @@ var errConflict = errors.New("compare-and-set lost")
 // Acquire takes the lease when there is no record, the record is released,
 // its term has expired by the server's clock, or holder already holds it;
 // the token grows by one.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor.
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+// The new term's token is above req.Floor too.
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key, holder, ttl := req.Key, req.Holder, req.TTL
 	if err := limits.Check(key, holder, ttl); err != nil {
 		return providers.Lease{}, providers.Wrap("nats", "acquire", key, err)

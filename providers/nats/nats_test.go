@@ -154,7 +154,7 @@ func TestKeys(t *testing.T) {
 	srv := machineServer(t)
 	p := open(t, Settings{Servers: []string{srv}, Bucket: testBucket(t, srv)})
 	for _, k := range append(keys, strings.Repeat("k", maxField), strings.Repeat(".", maxField)) {
-		l, err := p.Acquire(ctxT(t, 10*time.Second), k, "a", time.Minute)
+		l, err := p.Acquire(ctxT(t, 10*time.Second), providers.AcquireRequest{Key: k, Holder: "a", TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", k, err)
 		}
@@ -197,7 +197,7 @@ func TestBucket(t *testing.T) {
 					start := time.Now()
 					_, err := p.Observe(ctxT(t, 5*time.Second), "job")
 					if err == nil {
-						_, err = p.Acquire(ctxT(t, 5*time.Second), "job"+string(rune('a'+i)), "n", time.Minute)
+						_, err = p.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job" + string(rune('a'+i)), Holder: "n", TTL: time.Minute})
 					}
 					if err != nil {
 						t.Errorf("round %d, agent %d, after %s: %v", round, i, time.Since(start).Round(time.Millisecond), err)
@@ -226,7 +226,7 @@ func TestBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := open(t, Settings{Servers: []string{srv}, Bucket: name})
-		_, err := p.Acquire(ctxT(t, 5*time.Second), "job", "a", time.Minute)
+		_, err := p.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 		if err == nil || !strings.Contains(err.Error(), "has a ttl") || errors.Is(err, providers.ErrHeld) {
 			t.Fatalf("Acquire in a bucket with a ttl: %v, want it refused", err)
 		}
@@ -254,7 +254,7 @@ func TestForeignRecord(t *testing.T) {
 	if _, err := kv.Put(ctxT(t, 5*time.Second), kvKey("job"), []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Acquire(ctxT(t, 5*time.Second), "job", "b", time.Minute)
+	_, err = p.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "not electd's") {
 		t.Fatalf("Acquire over a foreign record: %v", err)
 	}
@@ -276,7 +276,7 @@ func TestRenewOtherTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	var held *providers.HeldError
-	if _, err := b.Acquire(ctxT(t, 5*time.Second), "job", "b", time.Minute); !errors.As(err, &held) || held.Remaining > 500*time.Millisecond {
+	if _, err := b.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute}); !errors.As(err, &held) || held.Remaining > 500*time.Millisecond {
 		t.Fatalf("after a renewal for 500ms: %v (remaining %v), want held for at most 500ms", err, held)
 	}
 	time.Sleep(700 * time.Millisecond) // the 500ms term ends by the server's own clock

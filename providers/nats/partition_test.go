@@ -25,7 +25,7 @@ func TestLostServer(t *testing.T) {
 	a, b := teststore.NewFreezer(t, upstream), teststore.NewFreezer(t, upstream)
 	p := open(t, Settings{Servers: []string{"nats://" + a.Addr(), "nats://" + b.Addr()}, Bucket: testBucket(t, srv)})
 	ctx := context.Background()
-	lease, err := p.Acquire(ctxT(t, 5*time.Second), "job", "node-1", 10*time.Second)
+	lease, err := p.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "node-1", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestLostServerProbe(t *testing.T) {
 	a, b := teststore.NewFreezer(t, upstream), teststore.NewFreezer(t, upstream)
 	p := open(t, Settings{Servers: []string{"nats://" + a.Addr(), "nats://" + b.Addr()}, Bucket: bucket})
 	var held *providers.HeldError
-	if _, err := p.Acquire(ctxT(t, 5*time.Second), "job", "node-2", time.Minute); !errors.As(err, &held) {
+	if _, err := p.Acquire(ctxT(t, 5*time.Second), providers.AcquireRequest{Key: "job", Holder: "node-2", TTL: time.Minute}); !errors.As(err, &held) {
 		t.Fatalf("Acquire of a held lease: %v, want a HeldError", err)
 	}
 	kv, err := p.store(ctxT(t, 5*time.Second))
@@ -95,7 +95,7 @@ func TestLostServerProbe(t *testing.T) {
 	}
 	var hung int
 	for {
-		_, err := p.Acquire(ctxT(t, attempt), "job", "node-2", time.Minute)
+		_, err := p.Acquire(ctxT(t, attempt), providers.AcquireRequest{Key: "job", Holder: "node-2", TTL: time.Minute})
 		if errors.As(err, &held) {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/teststore"
+	"github.com/electd/electd/providers"
 )
 
 // natsPermissions is the least a user needs for the bucket "electd", as
@@ -62,7 +63,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("Notify: %v", err)
 	}
 	l := mustAcquire(t, a, "job", "a", time.Minute)
-	if _, err := b.Acquire(ctx, "job", "b", time.Minute); err == nil || !strings.Contains(err.Error(), "held by") {
+	if _, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute}); err == nil || !strings.Contains(err.Error(), "held by") {
 		t.Fatalf("Acquire of a held lease: %v", err)
 	}
 	if _, err := b.Observe(ctx, "job"); err != nil {
@@ -79,7 +80,7 @@ func TestPermissions(t *testing.T) {
 	other := s
 	other.Bucket = "other"
 	o := open(t, other)
-	_, err := o.Acquire(ctxT(t, 2*time.Second), "job", "a", time.Minute)
+	_, err := o.Acquire(ctxT(t, 2*time.Second), providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err == nil || strings.Contains(err.Error(), "held by") {
 		t.Fatalf("Acquire on a bucket the user may not use: %v", err)
 	}

@@ -52,7 +52,10 @@ func TestServerRestart(t *testing.T) {
 		}
 	}
 	for name, op := range map[string]func() error{
-		"Acquire": func() error { _, err := b.Acquire(ctx, "job", "b", time.Minute); return err },
+		"Acquire": func() error {
+			_, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
+			return err
+		},
 		"Renew":   func() error { _, err := a.Renew(ctx, l2); return err },
 		"Observe": func() error { _, err := b.Observe(ctx, "job"); return err },
 	} {
@@ -77,7 +80,7 @@ func TestServerRestart(t *testing.T) {
 	var held *providers.HeldError
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err = b.Acquire(ctx, "job", "b", time.Minute)
+		_, err = b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 		if errors.As(err, &held) || err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -177,7 +180,7 @@ func TestNoJetStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := open(t, Settings{Servers: []string{"nats://" + teststore.Addr(port)}, Bucket: "electd"})
-	_, err = p.Acquire(ctxT(t, 10*time.Second), "job", "a", time.Minute)
+	_, err = p.Acquire(ctxT(t, 10*time.Second), providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "JetStream") {
 		t.Fatalf("Acquire without JetStream: %v, want an error naming JetStream", err)
 	}

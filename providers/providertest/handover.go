@@ -82,18 +82,18 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 	// the store batches.
 	acquire := b.Acquire
 	if m, ok := providers.As[providers.Batcher](b); ok {
-		acquire = func(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-			ls, errs := m.AcquireMany(ctx, []providers.AcquireRequest{{Key: key, Holder: holder, TTL: ttl}})
+		acquire = func(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+			ls, errs := m.AcquireMany(ctx, []providers.AcquireRequest{req})
 			return ls[0], errs[0]
 		}
 	}
 	var res HandoverResult
 	for round := range o.Rounds {
-		la, err := a.Acquire(ctx, "handover", "a", o.TTL)
+		la, err := a.Acquire(ctx, providers.AcquireRequest{Key: "handover", Holder: "a", TTL: o.TTL})
 		if err != nil {
 			t.Fatalf("round %d: holder's Acquire: %v", round, err)
 		}
-		if _, err := b.Acquire(ctx, "handover", "b", o.TTL); !errors.Is(err, providers.ErrHeld) {
+		if _, err := b.Acquire(ctx, providers.AcquireRequest{Key: "handover", Holder: "b", TTL: o.TTL}); !errors.Is(err, providers.ErrHeld) {
 			t.Fatalf("round %d: candidate's first Acquire: %v, want ErrHeld", round, err)
 		}
 		for wake != nil && len(wake) > 0 {
@@ -117,7 +117,7 @@ func Handover(t *testing.T, a, b providers.Provider, o HandoverOptions) Handover
 						return
 					}
 				}
-				l, err := acquire(ctx, "handover", "b", o.TTL)
+				l, err := acquire(ctx, providers.AcquireRequest{Key: "handover", Holder: "b", TTL: o.TTL})
 				if err == nil {
 					got <- l
 					return

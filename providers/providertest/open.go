@@ -58,7 +58,7 @@ func UniqueName(t *testing.T) string {
 func Refused(t *testing.T, a, b providers.Provider, key string, ttl time.Duration) (providers.Lease, *providers.HeldError) {
 	t.Helper()
 	la := MustAcquire(t, a, key, "a", ttl)
-	_, err := b.Acquire(Context(t), key, "b", time.Minute)
+	_, err := b.Acquire(Context(t), providers.AcquireRequest{Key: key, Holder: "b", TTL: time.Minute})
 	var h *providers.HeldError
 	if !errors.As(err, &h) {
 		t.Fatalf("Acquire of a held lease: %v", err)

@@ -166,7 +166,7 @@ func Context(t *testing.T) context.Context {
 // and ttl and carry a token.
 func MustAcquire(t *testing.T, p providers.Provider, key, holder string, ttl time.Duration) providers.Lease {
 	t.Helper()
-	l, err := p.Acquire(Context(t), key, holder, ttl)
+	l, err := p.Acquire(Context(t), providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", key, holder, err)
 	}
@@ -216,7 +216,7 @@ func sleepPast(since time.Time, d time.Duration) {
 func (s *suite) exclusivity(t *testing.T) {
 	ps := s.clients(t, 2)
 	a := MustAcquire(t, ps[0], "job", "a", longTTL)
-	_, err := ps[1].Acquire(Context(t), "job", "b", longTTL)
+	_, err := ps[1].Acquire(Context(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: longTTL})
 	WantHeld(t, err, "job", "a", a.Token)
 	if got := MustObserve(t, ps[1], "job"); got.Holder != "a" || got.Token != a.Token {
 		t.Fatalf("Observe after refused Acquire = %+v, want holder a token %d", got, a.Token)
@@ -251,7 +251,7 @@ func (s *suite) concurrentAcquire(t *testing.T) {
 		for i, p := range ps {
 			wg.Go(func() {
 				<-gate
-				leases[i], errs[i] = p.Acquire(ctx, key, fmt.Sprintf("c%d", i), longTTL)
+				leases[i], errs[i] = p.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: fmt.Sprintf("c%d", i), TTL: longTTL})
 				if errs[i] == nil {
 					winners.Add(1)
 				}
@@ -406,7 +406,7 @@ func (s *suite) expiry(t *testing.T) {
 	ttl := s.opts.ShortTTL
 	start := time.Now()
 	a := MustAcquire(t, ps[0], "job", "a", ttl)
-	_, err := ps[1].Acquire(Context(t), "job", "b", longTTL)
+	_, err := ps[1].Acquire(Context(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: longTTL})
 	if elapsed := time.Since(start); elapsed < ttl/2 {
 		WantHeld(t, err, "job", "a", a.Token)
 	} else {
@@ -473,7 +473,7 @@ func (s *suite) keysIndependent(t *testing.T) {
 	if got := MustObserve(t, ps[0], "key1"); got.Holder != "a" {
 		t.Fatalf("key1 = %+v after releasing key2", got)
 	}
-	_, err := ps[1].Acquire(Context(t), "key1", "b", longTTL)
+	_, err := ps[1].Acquire(Context(t), providers.AcquireRequest{Key: "key1", Holder: "b", TTL: longTTL})
 	WantHeld(t, err, "key1", "a", k1.Token)
 	// Similar keys are distinct keys.
 	for _, k := range []string{"KEY1", "key1 ", "key"} {
@@ -565,7 +565,7 @@ func (s *suite) cancelled(t *testing.T) {
 			t.Fatalf("%s with a cancelled context: %v, want context.Canceled wrapped", op, err)
 		}
 	}
-	_, err := p.Acquire(ctx, "free", "a", longTTL)
+	_, err := p.Acquire(ctx, providers.AcquireRequest{Key: "free", Holder: "a", TTL: longTTL})
 	check("Acquire", err)
 	_, err = p.Renew(ctx, held)
 	check("Renew", err)
@@ -591,7 +591,10 @@ func (s *suite) storeDown(t *testing.T) {
 		name string
 		call func(context.Context) error
 	}{
-		{"Acquire", func(ctx context.Context) error { _, err := p.Acquire(ctx, "job", "a", longTTL); return err }},
+		{"Acquire", func(ctx context.Context) error {
+			_, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: longTTL})
+			return err
+		}},
 		{"Renew", func(ctx context.Context) error { _, err := p.Renew(ctx, lease); return err }},
 		{"Release", func(ctx context.Context) error { return p.Release(ctx, lease) }},
 		{"Observe", func(ctx context.Context) error { _, err := p.Observe(ctx, "job"); return err }},
@@ -673,7 +676,7 @@ func (s *suite) remaining(t *testing.T) {
 	MustAcquire(t, ps[0], "job", "a", ttl)
 	held := func() *providers.HeldError {
 		t.Helper()
-		_, err := ps[1].Acquire(Context(t), "job", "b", ttl)
+		_, err := ps[1].Acquire(Context(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 		var h *providers.HeldError
 		if !errors.As(err, &h) {
 			t.Fatalf("Acquire of a held lease: %v, want a *HeldError", err)
@@ -929,21 +932,17 @@ func (s *suite) notify(t *testing.T) {
 func (s *suite) floor(t *testing.T) {
 	ps := s.clients(t, 2)
 	a, b := ps[0], ps[1]
-	fa, ok := a.(providers.FloorAcquirer)
-	if !ok {
-		t.Fatal("the provider does not implement providers.FloorAcquirer")
-	}
 	above := func(what string, req providers.AcquireRequest, want uint64) providers.Lease {
 		t.Helper()
-		l, err := fa.AcquireAbove(Context(t), req)
+		l, err := a.Acquire(Context(t), req)
 		if err != nil {
-			t.Fatalf("%s: AcquireAbove: %v", what, err)
+			t.Fatalf("%s: Acquire: %v", what, err)
 		}
 		if l.Token != want || l.Holder != req.Holder {
-			t.Fatalf("%s: AcquireAbove(floor %d) gave %+v, want token %d", what, req.Floor, l, want)
+			t.Fatalf("%s: Acquire(floor %d) gave %+v, want token %d", what, req.Floor, l, want)
 		}
 		if o := MustObserve(t, b, req.Key); o.Token != want || o.Holder != req.Holder {
-			t.Fatalf("%s: after AcquireAbove the store holds %+v, want token %d", what, o, want)
+			t.Fatalf("%s: after Acquire the store holds %+v, want token %d", what, o, want)
 		}
 		return l
 	}
@@ -961,7 +960,7 @@ func (s *suite) floor(t *testing.T) {
 		t.Fatalf("a plain Acquire after a floor of 500: token %d, want 502", l.Token)
 	}
 	// Refused: a floor does not take a held lease.
-	_, err := fa.AcquireAbove(Context(t), providers.AcquireRequest{Key: "job", Holder: "c", TTL: longTTL, Floor: 1000})
+	_, err := a.Acquire(Context(t), providers.AcquireRequest{Key: "job", Holder: "c", TTL: longTTL, Floor: 1000})
 	WantHeld(t, err, "job", "a", 502)
 
 	ba, ok := providers.As[providers.Batcher](a)

@@ -38,7 +38,7 @@ func TestACL(t *testing.T) {
 	if err := b.Notify(ctx, func(key string) { notified <- key }); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
-	l, err := a.Acquire(ctx, "job", "a", time.Minute)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}

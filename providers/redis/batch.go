@@ -152,7 +152,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		out[i] = l
 	})
 	for _, i := range repeats {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
+		out[i], errs[i] = p.Acquire(ctx, reqs[i])
 	}
 	return out, errs
 }

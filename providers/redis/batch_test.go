@@ -33,13 +33,13 @@ func TestRemaining(t *testing.T) {
 		a, b := client(t, s), client(t, s)
 		ctx := ctxT(t, 30*time.Second)
 		const ttl = 10 * time.Second
-		l, err := a.Acquire(ctx, "job", "a", ttl)
+		l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
 		remaining := func() time.Duration {
 			t.Helper()
-			_, err := b.Acquire(ctx, "job", "b", ttl)
+			_, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 			var held *providers.HeldError
 			if !errors.As(err, &held) {
 				t.Fatalf("Acquire of a held lease: %v, want a *HeldError", err)
@@ -65,17 +65,17 @@ func TestRemaining(t *testing.T) {
 			t.Fatalf("Remaining after Renew = %s, not more than %s before", r3, r2)
 		}
 		// A candidate that waits Remaining after a short term finds it free.
-		short, err := a.Acquire(ctx, "short", "a", 300*time.Millisecond)
+		short, err := a.Acquire(ctx, providers.AcquireRequest{Key: "short", Holder: "a", TTL: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = b.Acquire(ctx, "short", "b", ttl)
+		_, err = b.Acquire(ctx, providers.AcquireRequest{Key: "short", Holder: "b", TTL: ttl})
 		var held *providers.HeldError
 		if !errors.As(err, &held) || held.Remaining <= 0 {
 			t.Fatalf("Acquire of a held short lease: %v", err)
 		}
 		time.Sleep(held.Remaining + 5*time.Millisecond)
-		if nl, err := b.Acquire(ctx, "short", "b", ttl); err != nil || nl.Token != short.Token+1 {
+		if nl, err := b.Acquire(ctx, providers.AcquireRequest{Key: "short", Holder: "b", TTL: ttl}); err != nil || nl.Token != short.Token+1 {
 			t.Fatalf("Acquire %s after Remaining: %+v, %v", held.Remaining, nl, err)
 		}
 	})
@@ -231,7 +231,7 @@ func TestNotify(t *testing.T) {
 			var l providers.Lease
 			var err error
 			for deadline := time.Now().Add(10 * time.Second); ; {
-				if l, err = a.Acquire(ctx, "four", "a", time.Minute); err == nil {
+				if l, err = a.Acquire(ctx, providers.AcquireRequest{Key: "four", Holder: "a", TTL: time.Minute}); err == nil {
 					break
 				}
 				if time.Now().After(deadline) {

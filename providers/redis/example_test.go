@@ -31,14 +31,14 @@ func Example() {
 	}
 	defer web2.Close()
 
-	lease, err := web1.Acquire(ctx, "queue-consumer", "web-1", 15*time.Second)
+	lease, err := web1.Acquire(ctx, providers.AcquireRequest{Key: "queue-consumer", Holder: "web-1", TTL: 15 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("web-1 leads with token", lease.Token)
 
 	var held *providers.HeldError
-	if _, err := web2.Acquire(ctx, "queue-consumer", "web-2", 15*time.Second); errors.As(err, &held) {
+	if _, err := web2.Acquire(ctx, providers.AcquireRequest{Key: "queue-consumer", Holder: "web-2", TTL: 15 * time.Second}); errors.As(err, &held) {
 		fmt.Println("web-2 waits: held by", held.Holder)
 	}
 	wake := make(chan struct{}, 1)
@@ -58,7 +58,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	<-wake
-	next, err := web2.Acquire(ctx, "queue-consumer", "web-2", 15*time.Second)
+	next, err := web2.Acquire(ctx, providers.AcquireRequest{Key: "queue-consumer", Holder: "web-2", TTL: 15 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

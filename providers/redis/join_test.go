@@ -9,6 +9,7 @@ import (
 
 	"github.com/electd/electd/internal/cluster"
 	"github.com/electd/electd/internal/teststore"
+	"github.com/electd/electd/providers"
 )
 
 // A server that refused a renewal may have the term by the time it is
@@ -19,19 +20,8 @@ import (
 // (TestRedlockHung under load, in CI).
 func TestJoinCountsAServerThatHasTheTerm(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var addrs []string
-	for range 3 {
-		a, _ := teststore.StartRedis(t)
-		addrs = append(addrs, a)
-	}
-	p, err := New(ctx, Settings{Addresses: addrs, Prefix: "join-test:"}, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	l, err := p.Acquire(ctx, "job", "a", 10*time.Second)
+	p, ctx := redlock(t)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,4 +53,23 @@ func TestJoinCountsAServerThatHasTheTerm(t *testing.T) {
 	if got := p.join(ctx, other, []int{0}); got != 0 {
 		t.Fatalf("join of a server where another term is live: %d joined, want 0", got)
 	}
+}
+
+// redlock opens a provider on three fresh servers, closed with t, and
+// gives a context that ends after 30 s, for the internal Redlock tests.
+func redlock(t *testing.T) (*Provider, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	var addrs []string
+	for range 3 {
+		a, _ := teststore.StartRedis(t)
+		addrs = append(addrs, a)
+	}
+	p, err := New(ctx, Settings{Addresses: addrs, Prefix: "internal-test:"}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, ctx
 }

@@ -148,14 +148,8 @@ func (p *Provider) quorumExpiry(exps []time.Time) time.Time {
 
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (by the servers' clocks) or already held by holder.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor.
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+// The new term's token is above req.Floor too.
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	return l, providers.WrapFailure("redis", "acquire", req.Key, err)
 }

@@ -79,7 +79,7 @@ func TestRedlock(t *testing.T) {
 
 func mustAcquire(t *testing.T, p providers.Provider, key, holder string) providers.Lease {
 	t.Helper()
-	l, err := p.Acquire(context.Background(), key, holder, time.Minute)
+	l, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: key, Holder: holder, TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", key, holder, err)
 	}

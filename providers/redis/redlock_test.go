@@ -58,7 +58,7 @@ func TestRedlockOneDown(t *testing.T) {
 	s, procs, ctx := fresh(t, 3)
 	a, b := client(t, s), client(t, s)
 
-	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestRedlockOneDown(t *testing.T) {
 		t.Fatalf("Renew with 2 of 3 servers: %v", err)
 	}
 	var held *providers.HeldError
-	if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
+	if _, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: 10 * time.Second}); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
 		t.Fatalf("Acquire by another with 2 of 3 servers: %v, want held by a token %d", err, l.Token)
 	}
 	if got, err := b.Observe(ctx, "job"); err != nil || got.Holder != "a" || got.Token != l.Token {
@@ -90,7 +90,7 @@ func TestRedlockOneDown(t *testing.T) {
 	case <-time.After(providertest.NotifyWithin):
 		t.Fatalf("no notification within %s of Release with 2 of 3 servers", providertest.NotifyWithin)
 	}
-	nb, err := b.Acquire(ctx, "job", "b", 10*time.Second)
+	nb, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire after Release with 2 of 3 servers: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestRedlockOneDown(t *testing.T) {
 		t.Fatalf("new term = %+v, want token %d and value slot-7", nb, l.Token+1)
 	}
 	// A key first taken while a server is down.
-	if _, err := a.Acquire(ctx, "fresh", "a", 10*time.Second); err != nil {
+	if _, err := a.Acquire(ctx, providers.AcquireRequest{Key: "fresh", Holder: "a", TTL: 10 * time.Second}); err != nil {
 		t.Fatalf("Acquire of a new key with 2 of 3 servers: %v", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestRedlockTwoDown(t *testing.T) {
 	s, procs, ctx := fresh(t, 3)
 	a := client(t, s)
 
-	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +120,9 @@ func TestRedlockTwoDown(t *testing.T) {
 	_, err = a.Renew(ctx, l)
 	wantStoreError(t, "Renew with 1 of 3 servers", err)
 	wantStoreError(t, "Release with 1 of 3 servers", a.Release(ctx, l))
-	_, err = a.Acquire(ctx, "job", "a", 10*time.Second)
+	_, err = a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	wantStoreError(t, "Acquire by the holder with 1 of 3 servers", err)
-	_, err = a.Acquire(ctx, "other", "a", 10*time.Second)
+	_, err = a.Acquire(ctx, providers.AcquireRequest{Key: "other", Holder: "a", TTL: 10 * time.Second})
 	wantStoreError(t, "Acquire of a free key with 1 of 3 servers", err)
 	_, err = a.Observe(ctx, "job")
 	wantStoreError(t, "Observe with 1 of 3 servers", err)
@@ -138,7 +138,7 @@ func TestRedlockHung(t *testing.T) {
 	s, procs, ctx := fresh(t, 3)
 	a := client(t, s)
 	const ttl = 5 * time.Second
-	l, err := a.Acquire(ctx, "job", "a", ttl)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestRedlockServerLostData(t *testing.T) {
 	var last uint64
 	cycle := func(what string) {
 		t.Helper()
-		l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+		l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -265,7 +265,7 @@ func TestRedlockMissedServerJoins(t *testing.T) {
 			a, b := client(t, s), client(t, s)
 
 			procs[2].Stop()
-			l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+			l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +291,7 @@ func TestRedlockMissedServerJoins(t *testing.T) {
 				t.Fatalf("Renew after losing one of the two servers the term was won on: %v", err)
 			}
 			var held *providers.HeldError
-			if _, err := b.Acquire(ctx, "job", "b", 10*time.Second); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
+			if _, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: 10 * time.Second}); !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
 				t.Fatalf("Acquire by another: %v, want held by a token %d", err, l.Token)
 			}
 		})
@@ -307,7 +307,7 @@ func TestRedlockJoinNeedsTheTerm(t *testing.T) {
 	if _, err := a.Renew(ctx, providers.Lease{Key: "never", Holder: "a", Token: 7, TTL: 10 * time.Second}); !errors.Is(err, providers.ErrLost) {
 		t.Fatalf("Renew of a term never acquired: %v, want ErrLost", err)
 	}
-	l, err := a.Acquire(ctx, "job", "a", 10*time.Second)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestRedlockNoTokenTwiceAfterRestarts(t *testing.T) {
 			}
 			restart(t, procs, s.Addresses, 0)
 			restart(t, procs, s.Addresses, 1)
-			got, err := b.AcquireAbove(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute, Floor: c.floor(l.Token)})
+			got, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute, Floor: c.floor(l.Token)})
 			var held *providers.HeldError
 			if !errors.As(err, &held) || held.Holder != "a" || held.Token != l.Token {
 				t.Fatalf("b's Acquire: %+v, %v; want held by a with token %d, live on the server that kept its data", got, err, l.Token)

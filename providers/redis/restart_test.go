@@ -69,7 +69,7 @@ func TestServerRestart(t *testing.T) {
 			var l3 = l2
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				l3, err = a.Acquire(ctx, "job", "b", time.Minute)
+				l3, err = a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: time.Minute})
 				if err == nil || errors.Is(err, providers.ErrHeld) || time.Now().After(deadline) {
 					break
 				}

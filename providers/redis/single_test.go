@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"github.com/electd/electd/providers"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestSingleHung(t *testing.T) {
 	s, procs, ctx := fresh(t, 1)
 	a := client(t, s)
 	const ttl = 2 * time.Second
-	l, err := a.Acquire(ctx, "job", "a", ttl)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

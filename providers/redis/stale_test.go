@@ -1,13 +1,10 @@
 package redis
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/electd/electd/internal/teststore"
+	"github.com/electd/electd/providers"
 )
 
 // An Acquire attempt's request that reaches a server after the same
@@ -20,20 +17,9 @@ import (
 // cluster suite's kill of a Redis server, after an isolation).
 func TestStaleAcquireRefused(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var addrs []string
-	for range 3 {
-		a, _ := teststore.StartRedis(t)
-		addrs = append(addrs, a)
-	}
-	p, err := New(ctx, Settings{Addresses: addrs, Prefix: "stale-test:"}, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ctx := redlock(t)
 	sent := time.Now() // the delayed request's attempt
-	l, err := p.Acquire(ctx, "job", "a", 10*time.Second)
+	l, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

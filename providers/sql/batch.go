@@ -40,7 +40,7 @@ func (p *Provider) AcquireMany(ctx context.Context, reqs []providers.AcquireRequ
 		}
 	})
 	for _, i := range alone {
-		out[i], errs[i] = p.AcquireAbove(ctx, reqs[i])
+		out[i], errs[i] = p.Acquire(ctx, reqs[i])
 	}
 	if p.wake != nil {
 		keys := make([]string, len(batch))
@@ -93,7 +93,7 @@ func (p *Provider) acquireChunk(ctx context.Context, reqs []providers.AcquireReq
 			continue
 		}
 		// Freed between the two statements: judged again, on its own.
-		out[i], errs[i] = p.AcquireAbove(ctx, r)
+		out[i], errs[i] = p.Acquire(ctx, r)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func TestMySQLBellOnCrash(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.Acquire(ctx, "job", "b", ttl)
+	_, err := b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 	providertest.WantHeld(t, err, "job", "a", la.Token)
 	// The holder's bell is taken (IS_USED_LOCK names its connection), and
 	// a candidate waits on a bell. The processlist shows GET_LOCK(?, ?)
@@ -78,7 +78,7 @@ func TestMySQLBellOnCrash(t *testing.T) {
 	case <-time.After(providertest.NotifyWithin):
 		t.Fatal("the candidate was not woken when the holder's connection went")
 	}
-	_, err = b.Acquire(ctx, "job", "b", ttl)
+	_, err = b.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "b", TTL: ttl})
 	var h *providers.HeldError
 	if !errors.As(err, &h) || h.Remaining <= 0 {
 		t.Fatalf("Acquire after the holder died, %s into a %s term: %v, want held until the term ends", time.Since(crashed), ttl, err)

@@ -75,7 +75,7 @@ func TestPostgresNotifyReconnect(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no hint within 5s after the listening connection was killed")
 	}
-	l, err := a.Acquire(ctx, "job", "a", time.Minute)
+	l, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/electd/electd/internal/rlimit"
+	"github.com/electd/electd/providers"
 )
 
 // TestSQLiteShortOfFiles: SQLite says only "unable to open database file"
@@ -60,7 +61,7 @@ func TestSQLiteShortOfFiles(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = p.Acquire(ctx, "job", "n1", time.Minute)
+	_, err = p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "n1", TTL: time.Minute})
 	for _, f := range held {
 		f.Close()
 	}
@@ -69,7 +70,7 @@ func TestSQLiteShortOfFiles(t *testing.T) {
 		t.Fatalf("acquire with no file to spare: %v, want short of resources (EMFILE) and SQLite's words", err)
 	}
 	// Files to be had again: the store works.
-	if _, err := p.Acquire(context.Background(), "job", "n1", time.Minute); err != nil {
+	if _, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "job", Holder: "n1", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("CHILD-OK")

@@ -129,15 +129,9 @@ func (p *Provider) execAll(ctx context.Context, stmts []string) error {
 
 // Acquire starts a new term on key for holder when the lease is free,
 // expired (by the database clock) or already held by holder.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor: the statement
+// The new term's token is above req.Floor too: the statement
 // writes max(token + 1, floor + 1).
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	l, err := p.acquire(ctx, req.Key, req.Holder, req.TTL, req.Floor)
 	p.wakeAfter([]string{req.Key}, []error{err})
 	return l, providers.WrapFailure("sql", "acquire", req.Key, err)

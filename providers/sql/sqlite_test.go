@@ -108,7 +108,7 @@ func TestSQLiteChildProcess(t *testing.T) {
 	for k := range childKeys {
 		time.Sleep(time.Until(start.Add(time.Duration(k) * 20 * time.Millisecond))) // a deliberate stagger: the processes' attempts interleave
 		key := fmt.Sprintf("key-%d", k)
-		l, err := p.Acquire(ctx, key, holder, time.Minute)
+		l, err := p.Acquire(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: time.Minute})
 		switch {
 		case err == nil:
 			fmt.Printf("WON %s %d\n", key, l.Token)

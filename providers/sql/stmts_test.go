@@ -38,7 +38,7 @@ func TestSQLiteRenewManySizes(t *testing.T) {
 	if err := p.Release(ctx, leases[500]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Acquire(ctx, "k0500", "n2", 30*time.Second); err != nil {
+	if _, err := p.Acquire(ctx, providers.AcquireRequest{Key: "k0500", Holder: "n2", TTL: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	renewer := p.(providers.Batcher)

@@ -38,7 +38,7 @@ func TestHolderProcess(t *testing.T) {
 		os.Exit(1)
 	}
 	sent := time.Now()
-	l, err := p.Acquire(context.Background(), "job", "crashed", ttl)
+	l, err := p.Acquire(context.Background(), providers.AcquireRequest{Key: "job", Holder: "crashed", TTL: ttl})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -85,7 +85,7 @@ func testCrashedHolder(t *testing.T, addr string) {
 	for len(keys) > 0 {
 		<-keys // the holder's own Acquire
 	}
-	_, err = q.Acquire(providertest.Context(t), "job", "next", time.Minute)
+	_, err = q.Acquire(providertest.Context(t), providers.AcquireRequest{Key: "job", Holder: "next", TTL: time.Minute})
 	providertest.WantHeld(t, err, "job", "crashed", token)
 
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -147,7 +147,7 @@ func testDigest(t *testing.T, addr string) {
 		if err == nil || !strings.Contains(err.Error(), "username and password") {
 			t.Errorf("%s: Observe: %v, want an error saying to check username and password", name, err)
 		}
-		_, err = q.Acquire(providertest.Context(t), "job", "b", 5*time.Second)
+		_, err = q.Acquire(providertest.Context(t), providers.AcquireRequest{Key: "job", Holder: "b", TTL: 5 * time.Second})
 		if err == nil || errors.Is(err, providers.ErrHeld) || errors.Is(err, providers.ErrLost) {
 			t.Errorf("%s: Acquire: %v, want a store error", name, err)
 		}

@@ -18,14 +18,8 @@ const attempts = 5
 // Acquire starts a new term on key for holder when the holder znode is
 // absent (never held, released, or deleted by ZooKeeper when its session
 // expired) or names holder.
-func (p *Provider) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (providers.Lease, error) {
-	return p.AcquireAbove(ctx, providers.AcquireRequest{Key: key, Holder: holder, TTL: ttl})
-}
-
-var _ providers.FloorAcquirer = (*Provider)(nil)
-
-// AcquireAbove is Acquire with a token above req.Floor.
-func (p *Provider) AcquireAbove(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
+// The new term's token is above req.Floor too.
+func (p *Provider) Acquire(ctx context.Context, req providers.AcquireRequest) (providers.Lease, error) {
 	key := req.Key
 	l, err := p.acquire(ctx, key, req.Holder, req.TTL, req.Floor)
 	return l, providers.WrapFailure("zookeeper", "acquire", key, err)

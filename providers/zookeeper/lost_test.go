@@ -37,7 +37,7 @@ func TestLostServer(t *testing.T) {
 	)
 	window := time.Duration(float64(ttl)*0.99) - stopTimeout - timing.KillMargin
 	ctx := context.Background()
-	lease, err := p.Acquire(ctx, "job", "node-1", ttl)
+	lease, err := p.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "node-1", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,10 @@ func TestRestart(t *testing.T) {
 	sessionBefore := bs.conn.SessionID()
 	proc.Stop()
 	for name, call := range map[string]func(context.Context) error{
-		"Acquire": func(ctx context.Context) error { _, err := a.Acquire(ctx, "job", "a", ttl); return err },
+		"Acquire": func(ctx context.Context) error {
+			_, err := a.Acquire(ctx, providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
+			return err
+		},
 		"Renew":   func(ctx context.Context) error { _, err := b.Renew(ctx, lb); return err },
 		"Observe": func(ctx context.Context) error { _, err := a.Observe(ctx, "job"); return err },
 	} {
@@ -91,7 +94,7 @@ func TestRestart(t *testing.T) {
 	if _, stat, err := bs.conn.Get(b.holderPath("job")); err != nil || stat.EphemeralOwner != sessionBefore || stat.Version == 0 {
 		t.Fatalf("holder znode after the restart and a Renew: %+v, %v; want it rewritten in b's session %x", stat, err, sessionBefore)
 	}
-	_, err = a.Acquire(providertest.Context(t), "job", "a", ttl)
+	_, err = a.Acquire(providertest.Context(t), providers.AcquireRequest{Key: "job", Holder: "a", TTL: ttl})
 	providertest.WantHeld(t, err, "job", "b", lb.Token)
 	select {
 	case k := <-hints:

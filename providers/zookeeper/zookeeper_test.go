@@ -87,7 +87,7 @@ func testHandover(t *testing.T, addr string) {
 // safe.
 func testSessionTimeoutBounds(t *testing.T, addr string) {
 	p := open(t, Settings{Servers: []string{addr}, Root: randomRoot(t)})
-	_, err := p.Acquire(providertest.Context(t), "long", "a", 90*time.Second)
+	_, err := p.Acquire(providertest.Context(t), providers.AcquireRequest{Key: "long", Holder: "a", TTL: 90 * time.Second})
 	if err == nil || errors.Is(err, providers.ErrHeld) || !strings.Contains(err.Error(), "maxSessionTimeout") {
 		t.Fatalf("Acquire with a ttl above the server's maxSessionTimeout: %v, want an error naming maxSessionTimeout", err)
 	}
