@@ -16,6 +16,7 @@ import (
 
 	"github.com/electd/electd/actions/proc"
 	"github.com/electd/electd/config"
+	"github.com/electd/electd/internal/teststore"
 	"github.com/electd/electd/providers"
 	"github.com/electd/electd/providers/registry"
 	sqlprovider "github.com/electd/electd/providers/sql"
@@ -292,7 +293,9 @@ type testAgent struct {
 }
 
 // sqliteDB is a fresh SQLite file shared by the agents of one test.
-func sqliteDB(t *testing.T) string { return filepath.Join(t.TempDir(), "leases.db") }
+// sqliteDB is a SQLite file of the test's own, on a tmpfs where there is
+// one (teststore.DBDir).
+func sqliteDB(t *testing.T) string { return filepath.Join(teststore.DBDir(t), "leases.db") }
 
 // sqliteStore opens a SQLite store of the test's own, closed when the test
 // ends.

@@ -338,7 +338,7 @@ func tableRow(t *testing.T, table, key string) map[string]string {
 func TestAPIAndCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	db := filepath.Join(dir, "leases.db")
+	db := filepath.Join(teststore.DBDir(t), "leases.db")
 	body := fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n%s", db, apiJobs("sql.s"))
 	addrA, addrB := freeLoopback(t), freeLoopback(t)
 	a := startNode(t, "node-a", writeNodeConfig(t, dir, "node-a", addrA, apiToken, body), addrA)
@@ -625,7 +625,7 @@ func TestAPIAndCLI(t *testing.T) {
 func TestAPIListenRules(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	body := fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n%s", filepath.Join(dir, "l.db"), apiJobs("sql.s"))
+	body := fmt.Sprintf("provider \"sql\" \"s\" {\n  driver = \"sqlite\"\n  dsn = %q\n}\n%s", filepath.Join(teststore.DBDir(t), "l.db"), apiJobs("sql.s"))
 	port := freeLoopback(t)[len("127.0.0.1:"):]
 
 	t.Run("all interfaces without api_token", func(t *testing.T) {

@@ -137,7 +137,7 @@ job "reports" {
     successes = 1
   }
 }
-`, filepath.Join(dir, "ui.db"), timing, stopTimeout, ok(node))
+`, filepath.Join(teststore.DBDir(t), "ui.db"), timing, stopTimeout, ok(node))
 	}
 	node := func(name, listen string, attrs ...string) string {
 		path := filepath.Join(dir, name+".hcl")

@@ -219,3 +219,17 @@ func DialReady(addr string) func(ctx context.Context) error {
 
 // Addr is "127.0.0.1:port".
 func Addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// DBDir is a directory of the test's own for a database file (SQLite),
+// removed when t ends: on /dev/shm where there is one (a tmpfs), else
+// t.TempDir(). On disk, a commit's fsync stalled for seconds while other
+// packages of make test built packages and images, and the agents' renewals
+// timed out; what the tests check does not depend on the disk.
+func DBDir(t testing.TB) string {
+	t.Helper()
+	if d, err := os.MkdirTemp("/dev/shm", "electd-test-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	return t.TempDir()
+}
