@@ -104,6 +104,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	timing := fmt.Sprintf("  ttl = %q\n  renew_every = %q\n  retry_every = %q\n", ttl, renewEvery, retryEvery)
+	db := filepath.Join(teststore.DBDir(t), "ui.db") // one store for both nodes
 	jobs := func(node string) string {
 		return fmt.Sprintf(`provider "sql" "s" {
   driver = "sqlite"
@@ -137,7 +138,7 @@ job "reports" {
     successes = 1
   }
 }
-`, filepath.Join(teststore.DBDir(t), "ui.db"), timing, stopTimeout, ok(node))
+`, db, timing, stopTimeout, ok(node))
 	}
 	node := func(name, listen string, attrs ...string) string {
 		path := filepath.Join(dir, name+".hcl")
